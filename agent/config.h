@@ -1,0 +1,80 @@
+// headroom.toml -> plain structs. compile_config() validates everything, so a
+// Config that exists is a Config the agent can run with; --check-config runs
+// only this step.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <variant>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "headroom/orca/result.h"
+#include "probes/cgroup.h"
+
+namespace headroom::agent {
+
+inline constexpr const char* kDefaultConfigPath = "/etc/headroom/headroom.toml";
+inline constexpr int kExitConfig = 78;     // EX_CONFIG
+inline constexpr int kExitCantCreat = 73;  // EX_CANTCREAT: the orca directory is unusable
+
+// Signal keys, as they appear in the report's utilization map.
+inline constexpr std::string_view kSignalCpu = "cpu";
+inline constexpr std::string_view kSignalMemory = "memory";
+inline constexpr std::string_view kSignalCpuPressure = "cpu.pressure";
+inline constexpr std::string_view kSignalMemoryPressure = "memory.pressure";
+inline constexpr std::string_view kSignalIoPressure = "io.pressure";
+inline constexpr std::string_view kNodeSignals[] = {kSignalCpu, kSignalMemory, kSignalCpuPressure,
+                                                    kSignalMemoryPressure, kSignalIoPressure};
+
+enum class CompositeMethod { max, mean };
+enum class LogLevel { trace, debug, info, warn, error, critical, off };
+
+struct Config {
+  // [agent]
+  std::chrono::nanoseconds interval = std::chrono::milliseconds(100);
+  std::chrono::nanoseconds smoothing = std::chrono::seconds(1);  // EWMA time constant; 0 = off
+  std::string orca_dir = "/run/orca";
+  std::string proc_root = "/proc";
+  std::string sys_root = "/sys";
+  LogLevel log_level = LogLevel::info;
+  bool fsync = false;
+
+  // [node]
+  std::string cgroup;  // empty: the host; otherwise relative to the cgroup root
+  probes::CgroupVersion cgroup_version = probes::CgroupVersion::automatic;
+  std::vector<std::string> signals = {std::string(kSignalCpu), std::string(kSignalMemory),
+                                      std::string(kSignalCpuPressure), std::string(kSignalMemoryPressure),
+                                      std::string(kSignalIoPressure)};
+  CompositeMethod composite = CompositeMethod::max;
+  std::map<std::string, double> weights;  // signal -> weight in [0, 1]; missing = 1
+
+  bool signal_enabled(std::string_view key) const;
+  double weight(std::string_view key) const;
+};
+
+// A configuration error: file:line:column, the key, what is wrong and what to do.
+struct ConfigError {
+  std::string file;
+  int line = 0;    // 0 when not tied to a place in the file
+  int column = 0;
+  std::string key;      // dotted path, e.g. "agent.interval"
+  std::string message;  // complete sentence(s), including the hint
+  std::string to_string() const;  // "file:line:col: key: message"
+};
+
+// Parses and validates TOML text. `file` is used in messages only.
+std::variant<Config, ConfigError> parse_config(std::string_view toml_text, const std::string& file);
+// Reads and parses a file; a missing or unreadable file is a ConfigError too.
+std::variant<Config, ConfigError> load_config(const std::string& path);
+
+// "100ms", "1s", "1.5s", "250us", "2m" -> nanoseconds. Returns nullopt on bad syntax.
+std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text);
+std::string format_duration(std::chrono::nanoseconds d);
+
+const char* log_level_name(LogLevel level);
+std::optional<LogLevel> parse_log_level(std::string_view text);
+
+}  // namespace headroom::agent

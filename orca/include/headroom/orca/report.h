@@ -1,0 +1,66 @@
+// The ORCA load report as headroom publishes it, and the metadata every report
+// carries in named_metrics. docs/orca-files.md is the contract these names follow.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "headroom/orca/result.h"
+#include "xds/data/orca/v3/orca_load_report.pb.h"
+
+namespace headroom::orca {
+
+using Report = xds::data::orca::v3::OrcaLoadReport;
+
+// Largest report file a reader accepts. A real report is a few hundred bytes.
+inline constexpr std::size_t kMaxReportBytes = 64 * 1024;
+
+// Metadata keys in named_metrics.
+inline constexpr std::string_view kTimestampMsKey = "headroom.timestamp_ms";
+inline constexpr std::string_view kSeqKey = "headroom.seq";
+inline constexpr std::string_view kIntervalMsKey = "headroom.interval_ms";
+inline constexpr std::string_view kStoppedKey = "headroom.stopped";
+
+// File names: "node.orca", "endpoint.<name>.orca".
+inline constexpr std::string_view kReportSuffix = ".orca";
+inline constexpr std::string_view kNodeScope = "node";
+std::string report_file_name(std::string_view scope);
+
+struct ReportMetadata {
+  int64_t timestamp_ms = 0;  // Unix time of the sample, milliseconds
+  uint64_t seq = 0;          // increments on every publish of this scope
+  int64_t interval_ms = 0;   // the agent's sampling interval
+  bool stopped = false;      // the agent has shut down; values are frozen
+};
+
+// Reads the headroom metadata; an error names the missing or invalid key.
+Result<ReportMetadata> metadata_of(const Report& report);
+
+// Checks every range the ORCA message defines: all values finite and >= 0,
+// mem_utilization and every utilization value in [0, 1], rps (deprecated) unset.
+// The error names the offending field.
+Result<void> validate_report(const Report& report);
+
+// Parses bytes as a report and validates it.
+Result<Report> parse_report(std::string_view bytes);
+
+// Reads one report file: refuses files larger than max_bytes, then parses and
+// validates. Errors name the path.
+Result<Report> read_report_file(const std::string& path, std::size_t max_bytes = kMaxReportBytes);
+
+struct Staleness {
+  bool stale = false;
+  int64_t age_ms = 0;   // now - timestamp; negative if the report is from the future
+  std::string reason;   // empty when fresh
+};
+
+// A report is stale when the agent says it stopped, when it lacks metadata, or
+// when it is older than max_intervals sampling intervals (never less than
+// min_age_ms, so very short intervals do not flap). A report from the future by
+// more than that threshold (the clock was stepped back) is stale too.
+Staleness check_staleness(const Report& report, int64_t now_unix_ms, double max_intervals = 3.0,
+                          int64_t min_age_ms = 1000);
+
+}  // namespace headroom::orca

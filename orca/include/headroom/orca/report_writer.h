@@ -1,0 +1,60 @@
+// Atomic publication of report files into one directory.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+
+#include "headroom/orca/report.h"
+#include "headroom/orca/result.h"
+
+namespace headroom::orca {
+
+struct WriterOptions {
+  mode_t mode = 0644;  // applied with fchmod, independent of the umask
+  bool fsync = false;  // fsync file and directory; buys nothing on tmpfs (/run)
+};
+
+// Writes files so that a reader sees either the previous or the new content,
+// never a mix: the bytes go to a temporary file in the same directory
+// (".<name>.<pid>.tmp", created with O_EXCL|O_NOFOLLOW so a planted symlink is
+// never followed), which is then renamed over the final name (rename replaces a
+// symlink at the final name instead of following it). On any failure the
+// temporary file is removed and the previous file stays as it was.
+class ReportFileWriter {
+ public:
+  // Opens an existing directory. It does not create it: see publishers/.
+  static Result<ReportFileWriter> open(std::string dir, WriterOptions options = {});
+
+  ReportFileWriter(ReportFileWriter&& other) noexcept;
+  ReportFileWriter& operator=(ReportFileWriter&& other) noexcept;
+  ReportFileWriter(const ReportFileWriter&) = delete;
+  ReportFileWriter& operator=(const ReportFileWriter&) = delete;
+  ~ReportFileWriter();
+
+  // Serializes and publishes one report under `name` (a plain file name).
+  Result<void> write(std::string_view name, const Report& report);
+  // Publishes raw bytes under `name`.
+  Result<void> write_bytes(std::string_view name, std::string_view bytes);
+
+  // Removes temporary files left by a writer that crashed mid-write.
+  // Returns how many were removed.
+  int remove_stale_temporaries();
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  ReportFileWriter(std::string dir, int dirfd, WriterOptions options);
+  Result<void> ensure_directory_current();
+
+  std::string dir_;
+  int dirfd_ = -1;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  WriterOptions options_;
+  std::string buffer_;  // reused serialization buffer: no allocation per publish
+};
+
+}  // namespace headroom::orca

@@ -1,0 +1,49 @@
+// A service's cgroup, v1 or v2, quota aware.
+//
+// v2 (unified): <sys_root>/fs/cgroup/<path>/{cpu.stat, cpu.max,
+//   cpuset.cpus.effective, memory.current, memory.max, cpu.pressure,
+//   memory.pressure, io.pressure}
+// v1: <sys_root>/fs/cgroup/{cpuacct|cpu,cpuacct}/<path>/cpuacct.usage,
+//   <sys_root>/fs/cgroup/{cpu|cpu,cpuacct}/<path>/{cpu.cfs_quota_us, cpu.cfs_period_us, cpu.stat},
+//   <sys_root>/fs/cgroup/cpuset/<path>/cpuset.effective_cpus (optional),
+//   <sys_root>/fs/cgroup/memory/<path>/{memory.usage_in_bytes, memory.limit_in_bytes}
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "probes/parse.h"
+#include "probes/proc_file.h"
+
+namespace headroom::probes {
+
+enum class CgroupVersion { automatic = 0, v1 = 1, v2 = 2 };
+
+class CgroupProbe {
+ public:
+  // Finds the cgroup. `path` is relative to the cgroup root ("system.slice/x.service";
+  // a leading '/' is accepted). With CgroupVersion::automatic, v2 is chosen when
+  // <sys_root>/fs/cgroup/cgroup.controllers exists, v1 otherwise. Fails with a
+  // message naming the directories looked at when the cgroup does not exist.
+  static Result<CgroupProbe> open(const std::string& sys_root, const std::string& path,
+                                  CgroupVersion version = CgroupVersion::automatic);
+
+  Result<CgroupReading> read();
+  CgroupVersion version() const { return version_; }
+  // The cgroup directory (v2) or the cpuacct directory (v1), for messages.
+  const std::string& directory() const { return directory_; }
+
+ private:
+  CgroupProbe() = default;
+  CgroupVersion version_ = CgroupVersion::v2;
+  std::string directory_;
+  // v2: cpu.stat, cpu.max, cpuset.cpus.effective, memory.current, memory.max,
+  //     cpu.pressure, memory.pressure, io.pressure
+  // v1: cpuacct.usage, cpu.cfs_quota_us, cpu.cfs_period_us, cpu.stat,
+  //     cpuset.effective_cpus, memory.usage_in_bytes, memory.limit_in_bytes
+  std::vector<ProcFile> files_;
+};
+
+}  // namespace headroom::probes
