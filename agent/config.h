@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/normalize.h"  // CompositeMethod
 #include "headroom/orca/result.h"
 #include "probes/cgroup.h"
 
@@ -29,7 +30,6 @@ inline constexpr std::string_view kSignalIoPressure = "io.pressure";
 inline constexpr std::string_view kNodeSignals[] = {kSignalCpu, kSignalMemory, kSignalCpuPressure,
                                                     kSignalMemoryPressure, kSignalIoPressure};
 
-enum class CompositeMethod { max, mean };
 enum class LogLevel { trace, debug, info, warn, error, critical, off };
 
 struct Config {
@@ -49,10 +49,13 @@ struct Config {
                                       std::string(kSignalCpuPressure), std::string(kSignalMemoryPressure),
                                       std::string(kSignalIoPressure)};
   CompositeMethod composite = CompositeMethod::max;
-  std::map<std::string, double> weights;  // signal -> weight in [0, 1]; missing = 1
+  std::map<std::string, double> weights;  // signal -> weight in [0, 1]; missing = 1 (1 is not stored)
 
   bool signal_enabled(std::string_view key) const;
   double weight(std::string_view key) const;
+
+  // Member-wise; lets SIGHUP tell whether anything changed, and tests compare.
+  bool operator==(const Config&) const = default;
 };
 
 // A configuration error: file:line:column, the key, what is wrong and what to do.

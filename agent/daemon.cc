@@ -1,1 +1,269 @@
-// placeholder
+#include "agent/daemon.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "agent/logging.h"
+#include "agent/normalize.h"
+#include "agent/report_builder.h"
+#include "agent/sampler.h"
+#include "publishers/orca_dir_publisher.h"
+
+namespace headroom::agent {
+namespace {
+
+constexpr int kExitIoErr = 74;  // EX_IOERR: could not publish in --once mode
+constexpr int kExitOsErr = 71;  // EX_OSERR: timerfd/signalfd failed
+
+int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int64_t unix_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+int64_t to_ms(std::chrono::nanoseconds d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
+
+// Everything that a configuration determines. A reload builds a new one next to
+// the running one and swaps only when all of it could be built.
+struct Pipeline {
+  Config config;
+  std::unique_ptr<NodeSampler> sampler;
+  std::unique_ptr<publishers::OrcaDirPublisher> publisher;
+  Smoother smoother{1.0};
+};
+
+enum class BuildFailure { config, orca_dir };
+struct BuildError {
+  BuildFailure kind;
+  std::string message;
+};
+
+std::variant<Pipeline, BuildError> build_pipeline(Config config) {
+  Pipeline p;
+  auto sampler = NodeSampler::create(config);
+  if (!sampler) return BuildError{BuildFailure::config, "node.cgroup: " + sampler.error().message};
+  p.sampler = std::move(sampler.value());
+  const auto alpha = ewma_alpha(config.interval.count(), config.smoothing.count());
+  p.smoother = Smoother(alpha);
+  auto pub = publishers::OrcaDirPublisher::open(config.orca_dir, orca::WriterOptions{0644, config.fsync});
+  if (!pub) return BuildError{BuildFailure::orca_dir, "agent.orca_dir: " + pub.error().message};
+  p.publisher = std::make_unique<publishers::OrcaDirPublisher>(std::move(pub.value()));
+  p.config = std::move(config);
+  return p;
+}
+
+void notify(const std::string& state) {
+  // sd_notify is a no-op returning 0 when NOTIFY_SOCKET is unset.
+  ::sd_notify(0, state.c_str());
+}
+
+class Agent {
+ public:
+  explicit Agent(Pipeline p) : p_(std::move(p)) {}
+
+  // One sampling step; publishes when the sample is complete enough.
+  bool tick(bool stopped = false) {
+    const int64_t now = monotonic_ns();
+    if (!stopped) {
+      last_ = p_.sampler->sample(now);
+      smooth(p_.smoother, last_);
+    }
+    if (!have_baseline_) {
+      have_baseline_ = true;
+      return false;
+    }
+    ReportMeta meta{unix_ms(), ++seq_, to_ms(p_.config.interval), stopped};
+    const auto report = build_node_report(last_, p_.config, meta);
+    auto r = p_.publisher->publish(orca::kNodeScope, report);
+    if (!r) {
+      if (!publish_failing_) spdlog::error("cannot publish {}/node.orca: {}; the previous report stays in place",
+                                           p_.publisher->dir(), r.error().message);
+      publish_failing_ = true;
+      return false;
+    }
+    if (publish_failing_) spdlog::info("publishing {}/node.orca again", p_.publisher->dir());
+    publish_failing_ = false;
+    ++published_;
+    return true;
+  }
+
+  // Takes the new pipeline's parts. The sampler starts from a fresh baseline
+  // taken now, so the next tick publishes a complete report.
+  void replace(Pipeline next) {
+    next.sampler->sample(monotonic_ns());
+    const bool same_smoothing =
+        next.config.interval == p_.config.interval && next.config.smoothing == p_.config.smoothing;
+    if (same_smoothing) next.smoother = std::move(p_.smoother);
+    p_ = std::move(next);
+  }
+
+  const Config& config() const { return p_.config; }
+  uint64_t published() const { return published_; }
+
+ private:
+  Pipeline p_;
+  NodeSample last_;
+  bool have_baseline_ = false;
+  bool publish_failing_ = false;
+  uint64_t seq_ = 0;
+  uint64_t published_ = 0;
+};
+
+std::string status_line(const Agent& a) {
+  const auto& c = a.config();
+  return "STATUS=publishing node.orca to " + c.orca_dir + " every " + format_duration(c.interval) +
+         (c.cgroup.empty() ? std::string(" (host)") : " (cgroup " + c.cgroup + ")");
+}
+
+bool arm_timer(int tfd, std::chrono::nanoseconds interval) {
+  itimerspec its{};
+  its.it_interval.tv_sec = static_cast<time_t>(interval.count() / 1'000'000'000);
+  its.it_interval.tv_nsec = static_cast<long>(interval.count() % 1'000'000'000);
+  its.it_value = its.it_interval;
+  return ::timerfd_settime(tfd, 0, &its, nullptr) == 0;
+}
+
+int log_config_error(const ConfigError& e) {
+  spdlog::error("{}", e.to_string());
+  return kExitConfig;
+}
+
+}  // namespace
+
+void apply_overrides(Config& c, const Overrides& o) {
+  if (o.orca_dir) c.orca_dir = *o.orca_dir;
+  if (o.proc_root) c.proc_root = *o.proc_root;
+  if (o.sys_root) c.sys_root = *o.sys_root;
+  if (o.log_level) c.log_level = *o.log_level;
+}
+
+std::variant<Config, ConfigError> load_effective_config(const DaemonOptions& options) {
+  std::variant<Config, ConfigError> loaded;
+  struct stat st{};
+  if (!options.config_path_explicit && ::stat(options.config_path.c_str(), &st) != 0 && errno == ENOENT) {
+    loaded = Config{};
+  } else {
+    loaded = load_config(options.config_path);
+  }
+  if (auto* c = std::get_if<Config>(&loaded)) apply_overrides(*c, options.overrides);
+  return loaded;
+}
+
+int run_daemon(const DaemonOptions& options) {
+  auto loaded = load_effective_config(options);
+  if (auto* e = std::get_if<ConfigError>(&loaded)) return log_config_error(*e);
+  Config config = std::get<Config>(std::move(loaded));
+  set_log_level(config.log_level);
+  if (!options.config_path_explicit && ::access(options.config_path.c_str(), F_OK) != 0)
+    spdlog::info("no configuration file at {}; running with the defaults", options.config_path);
+
+  auto built = build_pipeline(config);
+  if (auto* e = std::get_if<BuildError>(&built)) {
+    spdlog::error("{}", e->message);
+    return e->kind == BuildFailure::config ? kExitConfig : kExitCantCreat;
+  }
+  Agent agent(std::get<Pipeline>(std::move(built)));
+
+  if (options.once) {
+    agent.tick();  // baseline
+    const auto ns = config.interval.count();
+    timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    while (::clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR) {
+    }
+    return agent.tick() ? 0 : kExitIoErr;
+  }
+
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);
+  if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) {
+    spdlog::critical("sigprocmask: {}", std::strerror(errno));
+    return kExitOsErr;
+  }
+  const int sfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  const int tfd = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (sfd < 0 || tfd < 0 || !arm_timer(tfd, config.interval)) {
+    spdlog::critical("cannot set up the sampling timer or signals: {}", std::strerror(errno));
+    return kExitOsErr;
+  }
+
+  int watchdog = ::sd_watchdog_enabled(0, nullptr) > 0;
+  spdlog::info("headroomd started: {} every {}, orca directory {}",
+               config.cgroup.empty() ? std::string("host") : "cgroup " + config.cgroup,
+               format_duration(config.interval), config.orca_dir);
+  agent.tick();  // baseline for the rates
+  bool ready = false;
+  pollfd fds[2] = {{tfd, POLLIN, 0}, {sfd, POLLIN, 0}};
+  for (;;) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      spdlog::critical("poll: {}", std::strerror(errno));
+      return kExitOsErr;
+    }
+    if (fds[0].revents & POLLIN) {
+      uint64_t expirations = 0;
+      if (::read(tfd, &expirations, sizeof expirations) > 0) {
+        const bool published = agent.tick();
+        if (published && !ready) {
+          ready = true;
+          notify("READY=1\n" + status_line(agent));
+        }
+        if (watchdog) notify("WATCHDOG=1");
+      }
+    }
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo si{};
+      while (::read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        if (si.ssi_signo == SIGHUP) {
+          notify("RELOADING=1");
+          spdlog::info("SIGHUP: reloading {}", options.config_path);
+          auto next = load_effective_config(options);
+          if (auto* e = std::get_if<ConfigError>(&next)) {
+            spdlog::error("reload rejected, the running configuration stays in force: {}", e->to_string());
+          } else {
+            auto rebuilt = build_pipeline(std::get<Config>(std::move(next)));
+            if (auto* be = std::get_if<BuildError>(&rebuilt)) {
+              spdlog::error("reload rejected, the running configuration stays in force: {}", be->message);
+            } else {
+              auto& p = std::get<Pipeline>(rebuilt);
+              const bool interval_changed = p.config.interval != agent.config().interval;
+              set_log_level(p.config.log_level);
+              agent.replace(std::move(p));
+              if (interval_changed) arm_timer(tfd, agent.config().interval);
+              spdlog::info("configuration reloaded");
+            }
+          }
+          notify("READY=1\n" + status_line(agent));
+        } else {
+          spdlog::info("{}: publishing a final report and stopping", strsignal(static_cast<int>(si.ssi_signo)));
+          notify("STOPPING=1");
+          agent.tick(/*stopped=*/true);
+          ::close(tfd);
+          ::close(sfd);
+          return 0;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace headroom::agent

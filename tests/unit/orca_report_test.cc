@@ -1,0 +1,240 @@
+// The report file library: atomic writer, validating reader, staleness.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "headroom/orca/report.h"
+#include "headroom/orca/report_writer.h"
+#include "temp_dir.h"
+
+namespace headroom::orca {
+namespace {
+
+using headroom::testing::TempDir;
+
+Report sample_report(uint64_t seq = 7, int64_t ts = 1'700'000'000'000) {
+  Report r;
+  r.set_cpu_utilization(1.25);
+  r.set_mem_utilization(0.4);
+  r.set_application_utilization(1.25);
+  (*r.mutable_utilization())["cpu"] = 1.0;
+  (*r.mutable_utilization())["memory"] = 0.4;
+  (*r.mutable_named_metrics())[std::string(kTimestampMsKey)] = static_cast<double>(ts);
+  (*r.mutable_named_metrics())[std::string(kSeqKey)] = static_cast<double>(seq);
+  (*r.mutable_named_metrics())[std::string(kIntervalMsKey)] = 100;
+  return r;
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(ReportFileWriter, RoundTripThroughTheReader) {
+  TempDir dir;
+  auto w = ReportFileWriter::open(dir.path());
+  ASSERT_TRUE(w) << w.error().message;
+  ASSERT_TRUE(w->write("node.orca", sample_report()));
+  auto r = read_report_file(dir / "node.orca");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_DOUBLE_EQ(r->cpu_utilization(), 1.25);
+  EXPECT_DOUBLE_EQ(r->utilization().at("memory"), 0.4);
+  auto md = metadata_of(*r);
+  ASSERT_TRUE(md);
+  EXPECT_EQ(md->seq, 7u);
+  EXPECT_EQ(md->interval_ms, 100);
+  EXPECT_FALSE(md->stopped);
+}
+
+TEST(ReportFileWriter, FileMode0644RegardlessOfUmask) {
+  TempDir dir;
+  const mode_t old = ::umask(077);
+  auto w = ReportFileWriter::open(dir.path());
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(w->write("node.orca", sample_report()));
+  ::umask(old);
+  struct stat st{};
+  ASSERT_EQ(::stat((dir / "node.orca").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+}
+
+TEST(ReportFileWriter, ReplacesAndLeavesNoTemporaryFile) {
+  TempDir dir;
+  auto w = ReportFileWriter::open(dir.path());
+  ASSERT_TRUE(w);
+  for (uint64_t i = 1; i <= 50; ++i) ASSERT_TRUE(w->write("node.orca", sample_report(i)));
+  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"node.orca"});
+  EXPECT_EQ(metadata_of(*read_report_file(dir / "node.orca"))->seq, 50u);
+}
+
+TEST(ReportFileWriter, NeverFollowsASymlinkPlantedAtTheTemporaryName) {
+  TempDir dir, elsewhere;
+  const std::string victim = elsewhere.write("victim", "precious");
+  const std::string tmp = dir / (".node.orca." + std::to_string(::getpid()) + ".tmp");
+  ASSERT_EQ(::symlink(victim.c_str(), tmp.c_str()), 0);
+  auto w = ReportFileWriter::open(dir.path());
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(w->write("node.orca", sample_report()));
+  EXPECT_EQ(headroom::testing::read_file(victim), "precious");
+  EXPECT_TRUE(read_report_file(dir / "node.orca"));
+  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"node.orca"});
+}
+
+TEST(ReportFileWriter, ReplacesASymlinkAtTheFinalNameInsteadOfWritingThroughIt) {
+  TempDir dir, elsewhere;
+  const std::string victim = elsewhere.write("victim", "precious");
+  ASSERT_EQ(::symlink(victim.c_str(), (dir / "node.orca").c_str()), 0);
+  auto w = ReportFileWriter::open(dir.path());
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(w->write("node.orca", sample_report()));
+  EXPECT_EQ(headroom::testing::read_file(victim), "precious");
+  struct stat st{};
+  ASSERT_EQ(::lstat((dir / "node.orca").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+}
+
+TEST(ReportFileWriter, FailureKeepsThePreviousFileAndLeavesNoTemporary) {
+  TempDir dir;
+  auto w = ReportFileWriter::open(dir.path());
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(w->write("node.orca", sample_report(1)));
+  // A directory at the final name makes the rename fail after the write.
+  ASSERT_EQ(::mkdir((dir / "blocked.orca").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir / "blocked.orca/x").c_str(), 0755), 0);
+  auto r = w->write("blocked.orca", sample_report(2));
+  EXPECT_FALSE(r);
+  EXPECT_NE(r.error().message.find("rename"), std::string::npos) << r.error().message;
+  EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{"blocked.orca", "node.orca"}));
+  EXPECT_EQ(metadata_of(*read_report_file(dir / "node.orca"))->seq, 1u);
+}
+
+TEST(ReportFileWriter, RejectsNamesThatAreNotPlainFileNames) {
+  TempDir dir;
+  auto w = ReportFileWriter::open(dir.path());
+  ASSERT_TRUE(w);
+  for (const char* bad : {"", "../x.orca", "a/b.orca", ".hidden.orca"}) EXPECT_FALSE(w->write(bad, sample_report())) << bad;
+}
+
+TEST(ReportFileWriter, FollowsADirectoryThatWasRemovedAndRecreated) {
+  TempDir parent;
+  const std::string d = parent / "orca";
+  std::filesystem::create_directory(d);
+  auto w = ReportFileWriter::open(d);
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(w->write("node.orca", sample_report(1)));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directory(d);
+  ASSERT_TRUE(w->write("node.orca", sample_report(2)));
+  EXPECT_EQ(metadata_of(*read_report_file(d + "/node.orca"))->seq, 2u);
+}
+
+TEST(ReportFileWriter, RemovesStaleTemporaries) {
+  TempDir dir;
+  dir.write(".node.orca.12345.tmp", "partial");
+  dir.write("keep.orca", "x");
+  auto w = ReportFileWriter::open(dir.path());
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->remove_stale_temporaries(), 1);
+  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"keep.orca"});
+}
+
+TEST(ReportReader, RejectsOversizedTruncatedAndGarbageFiles) {
+  TempDir dir;
+  std::string good;
+  ASSERT_TRUE(sample_report().SerializeToString(&good));
+
+  auto big = read_report_file(dir.write("big.orca", std::string(kMaxReportBytes + 1, '\x08')));
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("exceeds the limit"), std::string::npos) << big.error().message;
+
+  auto truncated = read_report_file(dir.write("trunc.orca", good.substr(0, good.size() - 3)));
+  ASSERT_FALSE(truncated);
+  EXPECT_NE(truncated.error().message.find("trunc.orca"), std::string::npos);
+
+  EXPECT_FALSE(read_report_file(dir.write("garbage.orca", "\xff\xff\xff\xff not protobuf")));
+  auto missing = read_report_file(dir / "missing.orca");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ENOENT);
+  EXPECT_FALSE(read_report_file(dir.path()));  // a directory is not a report
+}
+
+struct RangeCase {
+  const char* name;
+  void (*mutate)(Report&);
+  const char* field;  // expected in the error, nullptr when valid
+};
+
+TEST(ValidateReport, RangeTable) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  static double bad_value;
+  const RangeCase cases[] = {
+      {"valid", [](Report&) {}, nullptr},
+      {"cpu above 1 is allowed", [](Report& r) { r.set_cpu_utilization(3.5); }, nullptr},
+      {"application above 1 is allowed", [](Report& r) { r.set_application_utilization(2); }, nullptr},
+      {"negative cpu", [](Report& r) { r.set_cpu_utilization(-0.1); }, "cpu_utilization"},
+      {"NaN cpu", [](Report& r) { r.set_cpu_utilization(bad_value); }, "cpu_utilization"},
+      {"mem above 1", [](Report& r) { r.set_mem_utilization(1.01); }, "mem_utilization"},
+      {"utilization above 1", [](Report& r) { (*r.mutable_utilization())["cpu"] = 1.5; }, "utilization[\"cpu\"]"},
+      {"utilization negative", [](Report& r) { (*r.mutable_utilization())["io.pressure"] = -1; },
+       "utilization[\"io.pressure\"]"},
+      {"utilization infinite", [](Report& r) { (*r.mutable_utilization())["x"] = bad_value; }, "utilization[\"x\"]"},
+      {"negative eps", [](Report& r) { r.set_eps(-1); }, "eps"},
+      {"negative rps", [](Report& r) { r.set_rps_fractional(-1); }, "rps_fractional"},
+      {"negative application", [](Report& r) { r.set_application_utilization(-2); }, "application_utilization"},
+      {"named metric NaN", [](Report& r) { (*r.mutable_named_metrics())["k"] = bad_value; }, "named_metrics[\"k\"]"},
+      {"named metric negative is fine", [](Report& r) { (*r.mutable_named_metrics())["k"] = -4; }, nullptr},
+  };
+  for (const auto& c : cases) {
+    for (double bad : {nan, inf}) {
+      bad_value = bad;
+      Report r = sample_report();
+      c.mutate(r);
+      auto v = validate_report(r);
+      if (c.field == nullptr) {
+        EXPECT_TRUE(v) << c.name << ": " << v.error().message;
+      } else {
+        ASSERT_FALSE(v) << c.name;
+        EXPECT_NE(v.error().message.find(c.field), std::string::npos) << c.name << ": " << v.error().message;
+      }
+    }
+  }
+}
+
+TEST(Staleness, Table) {
+  struct Case {
+    int64_t now;
+    bool stopped;
+    bool stale;
+  } cases[] = {
+      {1'700'000'000'000, false, false},        // same instant
+      {1'700'000'000'900, false, false},        // 900 ms: below the 1 s floor
+      {1'700'000'001'001, false, true},         // 1001 ms > max(3 * 100 ms, 1 s)
+      {1'700'000'000'000, true, true},          // the agent said it stopped
+      {1'699'999'998'000, false, true},         // 2 s in the future
+  };
+  for (const auto& c : cases) {
+    Report r = sample_report();
+    if (c.stopped) (*r.mutable_named_metrics())[std::string(kStoppedKey)] = 1;
+    auto s = check_staleness(r, c.now);
+    EXPECT_EQ(s.stale, c.stale) << "now=" << c.now << " reason=" << s.reason;
+    EXPECT_EQ(s.stale, !s.reason.empty());
+  }
+  Report r = sample_report();
+  EXPECT_FALSE(check_staleness(r, 1'700'000'000'000 + 2500, 30.0).stale);  // 30 intervals = 3 s
+  r.mutable_named_metrics()->erase(std::string(kSeqKey));
+  auto s = check_staleness(r, 1'700'000'000'000);
+  EXPECT_TRUE(s.stale);
+  EXPECT_NE(s.reason.find("headroom.seq"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace headroom::orca

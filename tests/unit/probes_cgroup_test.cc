@@ -1,0 +1,351 @@
+// CgroupProbe on the v2 and v1 fixture trees (tests/fixtures/sys-cgroup{2,1})
+// and on temporary trees for the layouts and failures the fixtures lack.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+#include "probes/cgroup.h"
+
+namespace headroom::probes {
+namespace {
+
+const std::string kV2 = std::string(HEADROOM_FIXTURES) + "/sys-cgroup2";
+const std::string kV1 = std::string(HEADROOM_FIXTURES) + "/sys-cgroup1";
+
+// A scratch sys root removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "headroom-cgroup-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string write(const std::string& rel, std::string_view content) const {
+    const std::filesystem::path p = std::filesystem::path(path_) / rel;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
+    return p.string();
+  }
+  void mkdir(const std::string& rel) const { std::filesystem::create_directories(std::filesystem::path(path_) / rel); }
+
+ private:
+  std::string path_;
+};
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// A minimal v2 service cgroup under <root>/fs/cgroup/<rel>.
+void write_v2_service(const TempDir& dir, const std::string& rel) {
+  dir.write("fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+  dir.write("fs/cgroup/" + rel + "/cpu.stat", "usage_usec 1000\nuser_usec 600\nsystem_usec 400\n");
+  dir.write("fs/cgroup/" + rel + "/memory.current", "4096\n");
+}
+
+// ----------------------------------------------------------------------- v2
+
+TEST(CgroupV2, FixtureServiceWithQuota) {
+  auto probe = CgroupProbe::open(kV2, "system.slice/api.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  EXPECT_EQ(probe->version(), CgroupVersion::v2);
+  EXPECT_EQ(probe->directory(), kV2 + "/fs/cgroup/system.slice/api.service");
+
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu.usage_usec, 8123456789u);
+  ASSERT_TRUE(r->cpu.quota_cpus.has_value());
+  EXPECT_EQ(*r->cpu.quota_cpus, 2.0);
+  EXPECT_EQ(r->cpu.cpuset_cpus, 32u);
+  EXPECT_EQ(r->cpu.throttled_usec, 456789012u);
+  EXPECT_EQ(r->cpu.nr_throttled, 7890u);
+  EXPECT_EQ(r->memory.current_bytes, 1288490188u);
+  EXPECT_EQ(r->memory.limit_bytes, std::optional<uint64_t>(4294967296u));
+
+  ASSERT_TRUE(r->cpu_pressure.has_value());
+  EXPECT_DOUBLE_EQ(r->cpu_pressure->some.avg10, 5.42);
+  EXPECT_EQ(r->cpu_pressure->some.total_us, 98765432u);
+  ASSERT_TRUE(r->cpu_pressure->full.has_value());
+  EXPECT_EQ(r->cpu_pressure->full->total_us, 87654321u);
+  ASSERT_TRUE(r->memory_pressure.has_value());
+  EXPECT_EQ(r->memory_pressure->some.total_us, 3456789u);
+  ASSERT_TRUE(r->io_pressure.has_value());
+  EXPECT_DOUBLE_EQ(r->io_pressure->full->avg10, 0.29);
+
+  // Kept files are read again on the next tick with the same result.
+  auto again = probe->read();
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->cpu.usage_usec, r->cpu.usage_usec);
+}
+
+TEST(CgroupV2, UnlimitedServiceWithoutOptionalFiles) {
+  auto probe = CgroupProbe::open(kV2, "system.slice/batch.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu.usage_usec, 5000000u);
+  EXPECT_FALSE(r->cpu.quota_cpus.has_value());  // "max 100000"
+  EXPECT_EQ(r->cpu.cpuset_cpus, 0u);             // no cpuset.cpus.effective
+  EXPECT_EQ(r->memory.current_bytes, 52428800u);
+  EXPECT_FALSE(r->memory.limit_bytes.has_value());  // "max"
+  EXPECT_FALSE(r->cpu_pressure.has_value());        // PSI off
+  EXPECT_FALSE(r->memory_pressure.has_value());
+  EXPECT_FALSE(r->io_pressure.has_value());
+}
+
+TEST(CgroupV2, PathIsNormalized) {
+  for (const char* path : {"/system.slice/api.service", "system.slice//api.service/", "./system.slice/api.service"}) {
+    auto probe = CgroupProbe::open(kV2, path);
+    ASSERT_TRUE(probe.ok()) << path << ": " << probe.error().message;
+    EXPECT_EQ(probe->directory(), kV2 + "/fs/cgroup/system.slice/api.service") << path;
+  }
+}
+
+TEST(CgroupV2, RootCgroupOpens) {
+  for (const char* path : {"", "/"}) {
+    auto probe = CgroupProbe::open(kV2, path);
+    ASSERT_TRUE(probe.ok()) << probe.error().message;
+    EXPECT_EQ(probe->directory(), kV2 + "/fs/cgroup");
+  }
+}
+
+TEST(CgroupV2, MissingCgroupNamesItAndSaysWhatToDo) {
+  auto probe = CgroupProbe::open(kV2, "system.slice/nope.service");
+  ASSERT_FALSE(probe.ok());
+  const Error& e = probe.error();
+  EXPECT_EQ(e.code, ENOENT);
+  EXPECT_TRUE(contains(e.message, "\"/system.slice/nope.service\"")) << e.message;
+  EXPECT_TRUE(contains(e.message, kV2 + "/fs/cgroup/system.slice/nope.service")) << e.message;
+  EXPECT_TRUE(contains(e.message, "cgroup v2")) << e.message;
+  EXPECT_TRUE(contains(e.message, "check [node] cgroup in the config")) << e.message;
+}
+
+TEST(CgroupV2, DirectoryWithoutCpuStatIsNotACgroup) {
+  TempDir dir;
+  dir.write("fs/cgroup/cgroup.controllers", "cpu memory\n");
+  dir.mkdir("fs/cgroup/system.slice/plain");
+  auto probe = CgroupProbe::open(dir.path(), "system.slice/plain");
+  ASSERT_FALSE(probe.ok());
+  EXPECT_EQ(probe.error().code, ENOENT);
+  EXPECT_TRUE(contains(probe.error().message, "has no cpu.stat")) << probe.error().message;
+}
+
+TEST(CgroupV2, MissingMemoryCurrentFailsTheReadNamingTheFile) {
+  TempDir dir;
+  write_v2_service(dir, "x.service");
+  std::filesystem::remove(dir.path() + "/fs/cgroup/x.service/memory.current");
+  auto probe = CgroupProbe::open(dir.path(), "x.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ENOENT);
+  EXPECT_TRUE(contains(r.error().message, "x.service/memory.current")) << r.error().message;
+}
+
+TEST(CgroupV2, MinimalServiceAndFilesAppearingLater) {
+  TempDir dir;
+  write_v2_service(dir, "x.service");
+  auto probe = CgroupProbe::open(dir.path(), "x.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu.usage_usec, 1000u);
+  EXPECT_FALSE(r->cpu.quota_cpus.has_value());
+  EXPECT_FALSE(r->memory.limit_bytes.has_value());
+
+  // `systemctl set-property x.service CPUQuota=150%` enables the cpu controller.
+  dir.write("fs/cgroup/x.service/cpu.max", "150000 100000\n");
+  auto later = probe->read();
+  ASSERT_TRUE(later.ok()) << later.error().message;
+  EXPECT_EQ(later->cpu.quota_cpus, std::optional<double>(1.5));
+}
+
+TEST(CgroupV2, ParseErrorIsPrefixedWithTheFile) {
+  TempDir dir;
+  write_v2_service(dir, "x.service");
+  const std::string cpu_max = dir.write("fs/cgroup/x.service/cpu.max", "200000 0\n");
+  auto probe = CgroupProbe::open(dir.path(), "x.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, cpu_max + ": period is 0");
+
+  dir.write("fs/cgroup/x.service/cpu.max", "max 100000\n");
+  const std::string psi = dir.write("fs/cgroup/x.service/io.pressure", "some avg10=oops\n");
+  auto r2 = probe->read();
+  ASSERT_FALSE(r2.ok());
+  EXPECT_TRUE(contains(r2.error().message, psi + ": ")) << r2.error().message;
+  EXPECT_TRUE(contains(r2.error().message, "avg10=oops")) << r2.error().message;
+}
+
+TEST(CgroupV2, EmptyCpusetIsAnError) {
+  TempDir dir;
+  write_v2_service(dir, "x.service");
+  dir.write("fs/cgroup/x.service/cpuset.cpus.effective", "\n");
+  auto probe = CgroupProbe::open(dir.path(), "x.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.error().message, "cpuset.cpus.effective: empty CPU list")) << r.error().message;
+}
+
+// ----------------------------------------------------------------------- v1
+
+TEST(CgroupV1, FixtureServiceWithQuota) {
+  auto probe = CgroupProbe::open(kV1, "/system.slice/api.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  EXPECT_EQ(probe->version(), CgroupVersion::v1);
+  EXPECT_EQ(probe->directory(), kV1 + "/fs/cgroup/cpu,cpuacct/system.slice/api.service");
+
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu.usage_usec, 8123456789u);  // 8123456789012 ns
+  ASSERT_TRUE(r->cpu.quota_cpus.has_value());
+  EXPECT_EQ(*r->cpu.quota_cpus, 2.0);
+  EXPECT_EQ(r->cpu.cpuset_cpus, 32u);
+  EXPECT_EQ(r->cpu.nr_throttled, 7890u);
+  EXPECT_EQ(r->cpu.throttled_usec, 456789012u);  // 456789012345 ns
+  EXPECT_EQ(r->memory.current_bytes, 1288490188u);
+  EXPECT_EQ(r->memory.limit_bytes, std::optional<uint64_t>(4294967296u));
+  EXPECT_FALSE(r->cpu_pressure.has_value());  // v1 has no per-cgroup PSI
+  EXPECT_FALSE(r->memory_pressure.has_value());
+  EXPECT_FALSE(r->io_pressure.has_value());
+}
+
+TEST(CgroupV1, UnlimitedService) {
+  auto probe = CgroupProbe::open(kV1, "system.slice/batch.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu.usage_usec, 5000000u);
+  EXPECT_FALSE(r->cpu.quota_cpus.has_value());      // cfs_quota_us -1
+  EXPECT_EQ(r->cpu.cpuset_cpus, 0u);                 // not in the cpuset hierarchy
+  EXPECT_FALSE(r->memory.limit_bytes.has_value());  // 9223372036854771712
+  EXPECT_EQ(r->memory.current_bytes, 52428800u);
+}
+
+TEST(CgroupV1, MissingCgroupListsEveryDirectoryLookedAt) {
+  auto probe = CgroupProbe::open(kV1, "system.slice/nope.service");
+  ASSERT_FALSE(probe.ok());
+  const Error& e = probe.error();
+  EXPECT_EQ(e.code, ENOENT);
+  EXPECT_TRUE(contains(e.message, "\"/system.slice/nope.service\"")) << e.message;
+  EXPECT_TRUE(contains(e.message, kV1 + "/fs/cgroup/cpuacct/system.slice/nope.service")) << e.message;
+  EXPECT_TRUE(contains(e.message, kV1 + "/fs/cgroup/cpu,cpuacct/system.slice/nope.service")) << e.message;
+  EXPECT_TRUE(contains(e.message, "cgroup v1")) << e.message;
+  EXPECT_TRUE(contains(e.message, "/proc/<pid>/cgroup")) << e.message;
+}
+
+TEST(CgroupV1, ExplicitVersionOverridesDetection) {
+  // The v2 tree has no v1 hierarchies, so forcing v1 finds nothing.
+  auto probe = CgroupProbe::open(kV2, "system.slice/api.service", CgroupVersion::v1);
+  ASSERT_FALSE(probe.ok());
+  EXPECT_TRUE(contains(probe.error().message, "cgroup v1")) << probe.error().message;
+  auto v2 = CgroupProbe::open(kV2, "system.slice/api.service", CgroupVersion::v2);
+  ASSERT_TRUE(v2.ok()) << v2.error().message;
+  EXPECT_EQ(v2->version(), CgroupVersion::v2);
+}
+
+TEST(CgroupV1, SeparateCpuAndCpuacctHierarchies) {
+  // Some hosts mount cpu and cpuacct apart instead of as "cpu,cpuacct".
+  TempDir dir;
+  dir.write("fs/cgroup/cpuacct/app/cpuacct.usage", "3000000\n");
+  dir.write("fs/cgroup/cpu/app/cpu.cfs_quota_us", "50000\n");
+  dir.write("fs/cgroup/cpu/app/cpu.cfs_period_us", "100000\n");
+  dir.write("fs/cgroup/cpu/app/cpu.stat", "nr_periods 10\nnr_throttled 4\nthrottled_time 8000\n");
+  dir.write("fs/cgroup/memory/app/memory.usage_in_bytes", "8192\n");
+  dir.write("fs/cgroup/memory/app/memory.limit_in_bytes", "1073741824\n");
+  auto probe = CgroupProbe::open(dir.path(), "app");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  EXPECT_EQ(probe->directory(), dir.path() + "/fs/cgroup/cpuacct/app");
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu.usage_usec, 3000u);
+  EXPECT_EQ(r->cpu.quota_cpus, std::optional<double>(0.5));
+  EXPECT_EQ(r->cpu.nr_throttled, 4u);
+  EXPECT_EQ(r->cpu.throttled_usec, 8u);
+  EXPECT_EQ(r->memory.limit_bytes, std::optional<uint64_t>(1073741824u));
+}
+
+TEST(CgroupV1, WithoutCpuHierarchyQuotaIsUnknown) {
+  TempDir dir;
+  dir.write("fs/cgroup/cpuacct/app/cpuacct.usage", "1000\n");
+  dir.write("fs/cgroup/memory/app/memory.usage_in_bytes", "1\n");
+  dir.write("fs/cgroup/memory/app/memory.limit_in_bytes", "9223372036854771712\n");
+  auto probe = CgroupProbe::open(dir.path(), "app");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu.usage_usec, 1u);
+  EXPECT_FALSE(r->cpu.quota_cpus.has_value());
+  EXPECT_EQ(r->cpu.nr_throttled, 0u);
+}
+
+TEST(CgroupV1, QuotaWithZeroPeriodIsAnError) {
+  TempDir dir;
+  dir.write("fs/cgroup/cpu,cpuacct/app/cpuacct.usage", "1000\n");
+  dir.write("fs/cgroup/cpu,cpuacct/app/cpu.cfs_quota_us", "50000\n");
+  const std::string period = dir.write("fs/cgroup/cpu,cpuacct/app/cpu.cfs_period_us", "0\n");
+  dir.write("fs/cgroup/memory/app/memory.usage_in_bytes", "1\n");
+  dir.write("fs/cgroup/memory/app/memory.limit_in_bytes", "2\n");
+  auto probe = CgroupProbe::open(dir.path(), "app");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, period + ": period is 0");
+}
+
+TEST(CgroupV1, MissingMemoryHierarchyFailsTheRead) {
+  TempDir dir;
+  dir.write("fs/cgroup/cpu,cpuacct/app/cpuacct.usage", "1000\n");
+  auto probe = CgroupProbe::open(dir.path(), "app");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ENOENT);
+  EXPECT_TRUE(contains(r.error().message, "memory/app/memory.usage_in_bytes")) << r.error().message;
+}
+
+// ------------------------------------------------------------------- paths
+
+TEST(CgroupPath, DotDotIsRejected) {
+  for (const char* path : {"..", "../etc", "system.slice/../../etc", "/system.slice/..", "a/../b"}) {
+    for (const std::string& root : {kV2, kV1}) {
+      auto probe = CgroupProbe::open(root, path);
+      ASSERT_FALSE(probe.ok()) << path;
+      EXPECT_TRUE(contains(probe.error().message, "\"..\"")) << probe.error().message;
+      EXPECT_TRUE(contains(probe.error().message, path)) << probe.error().message;
+    }
+  }
+}
+
+TEST(CgroupPath, DotsInNamesAreFine) {
+  TempDir dir;
+  write_v2_service(dir, "user.slice/..hidden..service");
+  auto probe = CgroupProbe::open(dir.path(), "user.slice/..hidden..service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+}
+
+TEST(CgroupPath, EmptySysRootIsNotFound) {
+  TempDir dir;
+  auto probe = CgroupProbe::open(dir.path(), "system.slice/api.service");
+  ASSERT_FALSE(probe.ok());
+  EXPECT_EQ(probe.error().code, ENOENT);
+  EXPECT_TRUE(contains(probe.error().message, dir.path() + "/fs/cgroup/cpuacct/system.slice/api.service"))
+      << probe.error().message;
+}
+
+}  // namespace
+}  // namespace headroom::probes
