@@ -18,12 +18,15 @@
 
 namespace headroom::testing {
 
+struct ProcessOptions {
+  std::optional<uid_t> uid;  // switch to this user (and gid) before exec; needs root
+  std::optional<gid_t> gid;
+  std::string stdin_path = "/dev/null";
+};
+
 class Process {
  public:
-  struct Options {
-    std::optional<uid_t> uid;  // switch to this user (and gid) before exec; needs root
-    std::optional<gid_t> gid;
-  };
+  using Options = ProcessOptions;
 
   Process(std::vector<std::string> argv, const TempDir& logs, Options options = {})
       : out_path_(logs / ("out." + std::to_string(counter()))), err_path_(out_path_ + ".err") {
@@ -31,7 +34,7 @@ class Process {
     if (pid_ == 0) {
       int out = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int null = ::open("/dev/null", O_RDONLY);
+      int null = ::open(options.stdin_path.c_str(), O_RDONLY);
       ::dup2(out, 1);
       ::dup2(err, 2);
       ::dup2(null, 0);
