@@ -1,0 +1,18 @@
+#!/bin/sh
+# Installs what building and testing headroom needs, from Debian's packages only.
+# Idempotent; needs root (apt-get).
+set -eu
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-build-deps.sh: run as root (sudo $0)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends \
+  ca-certificates cmake g++ make pkgconf \
+  protobuf-compiler libprotobuf-dev \
+  libspdlog-dev libfmt-dev \
+  libsystemd-dev libbpf-dev \
+  libcli11-dev libtomlplusplus-dev \
+  libgtest-dev libgmock-dev \
+  python3-protobuf
