@@ -87,9 +87,10 @@ NodeSample NodeSampler::sample(int64_t now_ns) {
         reading = (*cg).*member;
         mark(key, nullptr);
       } else {
+        // When the whole cgroup failed, its one log line already says why.
         Error e = logic_error(cg ? "the cgroup " + cgroup_->directory() + " has no " + std::string(key) + " file"
                                  : "the cgroup could not be read");
-        mark(key, &e);
+        mark(key, &e, /*quiet=*/!cg);
       }
     } else {
       auto r = probe.read();
@@ -176,7 +177,7 @@ NodeSample NodeSampler::sample(int64_t now_ns) {
     if (cg) {
       m = cgroup_memory_fraction(cg->memory, mem ? mem->total_bytes : 0);
       out.raw.emplace("headroom.memory.used_bytes", static_cast<double>(cg->memory.current_bytes));
-    } else if (mem) {
+    } else if (!cgroup_ && mem) {
       m = memory_fraction(*mem);
       out.raw.emplace("headroom.memory.used_bytes", static_cast<double>(mem->total_bytes - std::min(mem->available_bytes, mem->total_bytes)));
     }

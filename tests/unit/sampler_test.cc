@@ -1,0 +1,157 @@
+// NodeSampler on fixture trees with an injected clock: which probes feed which
+// signal, baselines, and unavailable probes logged once.
+#include "agent/sampler.h"
+
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "temp_dir.h"
+
+namespace headroom::agent {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int64_t kSecond = 1'000'000'000;
+
+class SamplerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::copy(fs::path(HEADROOM_FIXTURES) / "proc", dir_ / "proc", fs::copy_options::recursive);
+    fs::copy(fs::path(HEADROOM_FIXTURES) / "sys-cgroup2", dir_ / "sys", fs::copy_options::recursive);
+    config_.proc_root = dir_ / "proc";
+    config_.sys_root = dir_ / "sys";
+    sink_ = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
+    previous_ = spdlog::default_logger();
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", sink_));
+  }
+  void TearDown() override { spdlog::set_default_logger(previous_); }
+
+  // Rewrites a fixture file in place with the golden "after" version.
+  void advance(const std::string& relative) {
+    const auto after = fs::path(HEADROOM_FIXTURES) / "golden-after" / relative;
+    std::string target = relative.starts_with("sys-cgroup2/") ? dir_ / ("sys/" + relative.substr(12)) : dir_ / relative;
+    std::ofstream(target, std::ios::trunc) << testing::read_file(after.string());
+  }
+
+  int log_lines_containing(const std::string& needle) {
+    int n = 0;
+    for (const auto& line : sink_->last_formatted()) n += line.find(needle) != std::string::npos;
+    return n;
+  }
+
+  testing::TempDir dir_;
+  Config config_;
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+TEST_F(SamplerTest, FirstSampleIsABaselineThenRatesAppear) {
+  auto s = NodeSampler::create(config_);
+  ASSERT_TRUE(s) << s.error().message;
+  auto first = (*s)->sample(0);
+  EXPECT_FALSE(first.signals.contains("cpu"));
+  EXPECT_FALSE(first.signals.contains("cpu.pressure"));
+  EXPECT_TRUE(first.signals.contains("memory")) << "a level needs no baseline";
+
+  for (auto f : {"proc/stat", "proc/schedstat", "proc/pressure/cpu", "proc/pressure/memory", "proc/pressure/io"})
+    advance(f);
+  auto second = (*s)->sample(kSecond);
+  EXPECT_DOUBLE_EQ(second.signals.at("cpu"), 1.5);  // busy 0.5 + 1 s of run delay per CPU
+  EXPECT_DOUBLE_EQ(second.signals.at("cpu.pressure"), 0.25);
+  EXPECT_DOUBLE_EQ(second.signals.at("memory.pressure"), 0.1);
+  EXPECT_DOUBLE_EQ(second.signals.at("io.pressure"), 0.05);
+  EXPECT_DOUBLE_EQ(second.raw.at("headroom.cpu.capacity"), 64);
+  EXPECT_TRUE((*s)->unavailable().empty());
+}
+
+TEST_F(SamplerTest, DisabledSignalsAreNotSampled) {
+  config_.signals = {"memory"};
+  fs::remove_all(dir_ / "proc/pressure");
+  auto s = NodeSampler::create(config_);
+  ASSERT_TRUE(s);
+  (*s)->sample(0);
+  auto out = (*s)->sample(kSecond);
+  EXPECT_EQ(out.signals.size(), 1u);
+  EXPECT_TRUE((*s)->unavailable().empty()) << "a disabled probe is never an error";
+}
+
+TEST_F(SamplerTest, AMissingFileIsLoggedOnceAndTheOthersGoOn) {
+  fs::remove(dir_ / "proc/pressure/io");
+  auto s = NodeSampler::create(config_);
+  ASSERT_TRUE(s);
+  for (int i = 0; i < 5; ++i) {
+    auto out = (*s)->sample(i * kSecond);
+    EXPECT_FALSE(out.signals.contains("io.pressure"));
+    if (i > 0) {
+      EXPECT_TRUE(out.signals.contains("cpu.pressure"));
+    }
+  }
+  ASSERT_TRUE((*s)->unavailable().contains("io.pressure"));
+  EXPECT_NE((*s)->unavailable().at("io.pressure").find("pressure/io"), std::string::npos);
+  EXPECT_EQ(log_lines_containing("io.pressure unavailable"), 1);
+
+  // It comes back (PSI enabled again): logged once, and the rate needs a new baseline.
+  fs::copy(fs::path(HEADROOM_FIXTURES) / "proc/pressure/io", dir_ / "proc/pressure/io");
+  auto back = (*s)->sample(5 * kSecond);
+  EXPECT_FALSE(back.signals.contains("io.pressure"));
+  EXPECT_TRUE((*s)->sample(6 * kSecond).signals.contains("io.pressure"));
+  EXPECT_FALSE((*s)->unavailable().contains("io.pressure"));
+  EXPECT_EQ(log_lines_containing("io.pressure available again"), 1);
+}
+
+TEST_F(SamplerTest, CgroupV2IsQuotaAwareAndUsesItsOwnPressure) {
+  config_.cgroup = "system.slice/api.service";
+  auto s = NodeSampler::create(config_);
+  ASSERT_TRUE(s) << s.error().message;
+  (*s)->sample(0);
+  for (auto f : {"sys-cgroup2/fs/cgroup/system.slice/api.service/cpu.stat",
+                 "sys-cgroup2/fs/cgroup/system.slice/api.service/cpu.pressure",
+                 "sys-cgroup2/fs/cgroup/system.slice/api.service/io.pressure", "proc/pressure/cpu"})
+    advance(f);
+  auto out = (*s)->sample(kSecond);
+  EXPECT_DOUBLE_EQ(out.raw.at("headroom.cpu.capacity"), 2.0);   // quota, not the 64 host CPUs
+  EXPECT_DOUBLE_EQ(out.raw.at("headroom.cpu.busy"), 0.5);
+  EXPECT_DOUBLE_EQ(out.signals.at("cpu"), 0.6);                  // + its cpu.pressure
+  EXPECT_DOUBLE_EQ(out.signals.at("cpu.pressure"), 0.1) << "the cgroup's, not the host's 0.25";
+  EXPECT_DOUBLE_EQ(out.signals.at("io.pressure"), 0.02);
+  EXPECT_NEAR(out.signals.at("memory"), 0.3, 1e-9);
+}
+
+TEST_F(SamplerTest, ACgroupThatCannotBeReadMakesItsSignalsUnavailableUntilItReturns) {
+  config_.cgroup = "system.slice/api.service";
+  auto s = NodeSampler::create(config_);
+  ASSERT_TRUE(s);
+  (*s)->sample(0);
+  // The kernel fails reads of a removed cgroup's open files (ENODEV); a regular
+  // file can only imitate that by turning unreadable content.
+  const auto cpu_stat = dir_ / "sys/fs/cgroup/system.slice/api.service/cpu.stat";
+  const auto saved = testing::read_file(cpu_stat);
+  std::ofstream(cpu_stat, std::ios::trunc) << "garbage\n";
+  for (int i = 1; i <= 3; ++i) {
+    auto out = (*s)->sample(i * kSecond);
+    EXPECT_FALSE(out.signals.contains("cpu"));
+    EXPECT_FALSE(out.signals.contains("memory"));
+  }
+  EXPECT_TRUE((*s)->unavailable().contains("cgroup"));
+  EXPECT_EQ(log_lines_containing("unavailable"), 1) << "one reason for the cgroup, not one per signal";
+  std::ofstream(cpu_stat, std::ios::trunc) << saved;
+  (*s)->sample(4 * kSecond);
+  auto out = (*s)->sample(5 * kSecond);
+  EXPECT_TRUE(out.signals.contains("cpu"));
+  EXPECT_TRUE((*s)->unavailable().empty());
+}
+
+TEST_F(SamplerTest, AConfiguredCgroupThatDoesNotExistIsAnError) {
+  config_.cgroup = "system.slice/nope.service";
+  auto s = NodeSampler::create(config_);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("nope.service"), std::string::npos) << s.error().message;
+}
+
+}  // namespace
+}  // namespace headroom::agent
