@@ -81,3 +81,11 @@ const char* log_level_name(LogLevel level);
 std::optional<LogLevel> parse_log_level(std::string_view text);
 
 }  // namespace headroom::agent
+
+namespace headroom::agent {
+
+// What --check-config verifies beyond the text: that the things the
+// configuration names exist on this machine (today: node.cgroup).
+std::optional<ConfigError> check_config_on_this_machine(const Config& config, const std::string& file);
+
+}  // namespace headroom::agent

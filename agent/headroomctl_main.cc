@@ -72,6 +72,10 @@ int run_check_config(const std::string& file) {
     std::fprintf(stderr, "%s\n", e->to_string().c_str());
     return headroom::agent::kExitConfig;
   }
+  if (auto e = headroom::agent::check_config_on_this_machine(std::get<headroom::agent::Config>(loaded), file)) {
+    std::fprintf(stderr, "%s\n", e->to_string().c_str());
+    return headroom::agent::kExitConfig;
+  }
   std::printf("%s: configuration is valid\n", file.c_str());
   return 0;
 }
@@ -304,7 +308,7 @@ int main(int argc, char** argv) {
                                    "Validate a headroomd configuration file (syntax, keys, values)");
   check->footer(
       "Exit status: 0 valid, 78 invalid (the error is printed as file:line:column: key: message).\n"
-      "The cgroup named by node.cgroup is not looked up: headroomd --check-config on the node does that.");
+      "Like headroomd --check-config, it also checks that node.cgroup exists on this machine.");
   check->add_option("FILE", config_file, "Configuration file")->required();
 
   try {

@@ -5,7 +5,6 @@
 #include "agent/config.h"
 #include "agent/daemon.h"
 #include "agent/logging.h"
-#include "probes/cgroup.h"
 
 namespace {
 constexpr int kExitUsage = 64;  // EX_USAGE
@@ -54,13 +53,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", e->to_string().c_str());
       return kExitConfig;
     }
-    const auto& config = std::get<Config>(loaded);
-    if (!config.cgroup.empty()) {
-      auto cg = headroom::probes::CgroupProbe::open(config.sys_root, config.cgroup, config.cgroup_version);
-      if (!cg) {
-        std::fprintf(stderr, "%s: node.cgroup: %s\n", opt.config_path.c_str(), cg.error().message.c_str());
-        return kExitConfig;
-      }
+    if (auto e = check_config_on_this_machine(std::get<Config>(loaded), opt.config_path)) {
+      std::fprintf(stderr, "%s\n", e->to_string().c_str());
+      return kExitConfig;
     }
     std::printf("%s: configuration is valid\n", opt.config_path.c_str());
     return 0;

@@ -35,6 +35,8 @@ struct GoldenCase {
   const char* config;
 };
 
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name; }
+
 class Golden : public ::testing::TestWithParam<GoldenCase> {};
 
 // Overwrites every file of `after` into the same relative path under `root`,

@@ -159,6 +159,8 @@ struct BadInput {
   int code;
 };
 
+void PrintTo(const BadInput& c, std::ostream* os) { *os << c.name; }
+
 class HeadroomdBadInput : public ::testing::TestWithParam<BadInput> {};
 
 TEST_P(HeadroomdBadInput, ExitsWithAClearError) {

@@ -39,7 +39,8 @@ struct ReportMetadata {
 Result<ReportMetadata> metadata_of(const Report& report);
 
 // Checks every range the ORCA message defines: all values finite and >= 0,
-// mem_utilization and every utilization value in [0, 1], rps (deprecated) unset.
+// mem_utilization and every utilization value in [0, 1]. The deprecated rps
+// field is accepted (other writers may still set it); headroom never writes it.
 // The error names the offending field.
 Result<void> validate_report(const Report& report);
 
