@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "agent/config.h"
+#include "agent/ctl_commands.h"
 #include "agent/ctl_render.h"
 #include "headroom/orca/report.h"
 
@@ -311,6 +312,9 @@ int main(int argc, char** argv) {
       "Like headroomd --check-config, it also checks that node.cgroup exists on this machine.");
   check->add_option("FILE", config_file, "Configuration file")->required();
 
+  auto [shed, run_shed] = headroom::ctl::add_shed_command(app);
+  auto [header, run_header] = headroom::ctl::add_header_command(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -321,5 +325,7 @@ int main(int argc, char** argv) {
   if (cat->parsed()) return run_cat(cat_file, cat_json);
   if (watch->parsed()) return Watcher(watch_dir, milliseconds(interval_ms), count).run();
   if (check->parsed()) return run_check_config(config_file);
+  if (shed->parsed()) return run_shed();
+  if (header->parsed()) return run_header();
   return kExitUsage;  // unreachable: require_subcommand(1)
 }

@@ -1,0 +1,18 @@
+// headroomctl subcommands that live in their own files. Each adds itself to the
+// application and returns the function main() runs when it was chosen.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <utility>
+
+namespace headroom::ctl {
+
+using Runner = std::function<int()>;
+
+// headroomctl shed [--dir DIR] [--scope S] [--priority P]
+std::pair<CLI::App*, Runner> add_shed_command(CLI::App& app);
+// headroomctl header FILE [--text|--bin]
+std::pair<CLI::App*, Runner> add_header_command(CLI::App& app);
+
+}  // namespace headroom::ctl
