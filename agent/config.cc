@@ -15,6 +15,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -35,11 +36,22 @@ using namespace std::string_view_literals;
 // ---------------------------------------------------------------------------
 // Schema
 
-constexpr std::string_view kTopKeys[] = {"agent", "node"};
+constexpr std::string_view kTopKeys[] = {"agent", "node", "envoy"};
 constexpr std::string_view kAgentKeys[] = {"interval",  "smoothing", "orca_dir", "proc_root",
                                            "sys_root",  "log_level", "fsync"};
 constexpr std::string_view kNodeKeys[] = {"cgroup", "cgroup_version", "signals", "composite", "weights"};
 constexpr std::string_view kCompositeNames[] = {"max", "mean"};
+constexpr std::string_view kEnvoyKeys[] = {"scope", "value", "file", "neutral"};
+constexpr std::string_view kEnvoyScopes[] = {"node"};
+// Every value a node [[envoy]] entry can publish (utilization.<signal> for each signal).
+constexpr std::string_view kEnvoyValues[] = {
+    "application_utilization",  "cpu_utilization",         "mem_utilization",       "utilization.cpu",
+    "utilization.memory",       "utilization.cpu.pressure", "utilization.memory.pressure",
+    "utilization.io.pressure"};
+// The signal a value needs in node.signals ("" = none in particular).
+constexpr std::string_view kEnvoyValueSignals[] = {"", "cpu", "memory", "cpu", "memory", "cpu.pressure",
+                                                   "memory.pressure", "io.pressure"};
+static_assert(std::size(kEnvoyValues) == std::size(kEnvoyValueSignals));
 // Indexed by LogLevel.
 constexpr std::string_view kLogLevelNames[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 
@@ -280,10 +292,14 @@ class Compiler {
         if (const auto* t = require_table(v, key)) agent(*t);
       } else if (name == "node") {
         if (const auto* t = require_table(v, key)) node(*t);
+      } else if (name == "envoy") {
+        envoy(v, key);
       } else {
         unknown(k, v, kTopSection);
       }
     }
+    // After the whole file: [node] may come after [[envoy]].
+    check_envoy_signals();
   }
 
   Config& config() { return config_; }
@@ -513,6 +529,192 @@ class Compiler {
     }
     if (ok) config_.weights = std::move(out);
   }
+
+  // -- [[envoy]] ------------------------------------------------------------
+
+  void envoy(const toml::node& v, const std::string& key) {
+    const auto* arr = v.as_array();
+    if (arr == nullptr) {
+      std::string hint = "an array of tables: one [[envoy]] section per file";
+      if (v.is_table()) hint += " (write [[envoy]] with two brackets, not [envoy])";
+      type_error(v, key, hint);
+      return;
+    }
+    std::vector<EnvoyBridgeConfig> out;
+    std::vector<toml::source_region> file_places;
+    bool ok = true;
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      const toml::node& e = *arr->get(i);
+      const std::string ekey = key + "[" + std::to_string(i) + "]";
+      const auto* t = e.as_table();
+      if (t == nullptr) {
+        type_error(e, ekey, "a table with keys " + join(kEnvoyKeys));
+        ok = false;
+        continue;
+      }
+      std::optional<toml::source_region> file_place;
+      if (auto entry = envoy_entry(*t, ekey, file_place)) {
+        // Two entries writing one file would fight over it every interval.
+        if (auto it = std::find_if(out.begin(), out.end(), [&](const auto& o) { return o.file == entry->file; });
+            it != out.end()) {
+          const auto first = static_cast<std::size_t>(it - out.begin());
+          error(*file_place, ekey + ".file",
+                "duplicate file " + quote(entry->file) + " (already used by " + key + "[" + std::to_string(first) +
+                    "] at line " + std::to_string(file_places[first].begin.line) +
+                    "); each [[envoy]] entry needs its own file");
+          ok = false;
+          continue;
+        }
+        out.push_back(std::move(*entry));
+        file_places.push_back(*file_place);
+      } else {
+        ok = false;
+      }
+    }
+    if (ok) config_.envoy = std::move(out);
+  }
+
+  // One [[envoy]] table; nullopt after reporting an error. `file_place` is
+  // where the file was given, for duplicate messages.
+  std::optional<EnvoyBridgeConfig> envoy_entry(const toml::table& t, const std::string& ekey,
+                                               std::optional<toml::source_region>& file_place) {
+    EnvoyBridgeConfig c;
+    bool ok = true;
+    for (auto&& [k, v] : t) {
+      const std::string_view name = k.str();
+      const std::string key = ekey + "." + key_part(name);
+      if (name == "scope") {
+        if (const auto* s = require_string(v, key, "a scope name such as \"node\"")) {
+          if (std::find(std::begin(kEnvoyScopes), std::end(kEnvoyScopes), s->get()) != std::end(kEnvoyScopes)) {
+            c.scope = s->get();
+          } else {
+            error(v, key,
+                  "unknown scope " + quote(s->get()) + choices(s->get(), kEnvoyScopes, "scopes") +
+                      " (per-endpoint scopes come later)");
+            ok = false;
+          }
+        } else {
+          ok = false;
+        }
+      } else if (name == "value") {
+        if (const auto* s = require_string(v, key, "a value name such as \"application_utilization\"")) {
+          if (auto msg = envoy_value_error(s->get())) {
+            error(v, key, *msg);
+            ok = false;
+          } else {
+            c.value = s->get();
+            value_checks_.push_back({c.value, v.source(), key});
+          }
+        } else {
+          ok = false;
+        }
+      } else if (name == "file") {
+        if (auto p = envoy_file(v, key)) {
+          c.file = std::move(*p);
+          file_place = v.source();
+        } else {
+          ok = false;
+        }
+      } else if (name == "neutral") {
+        double n = 0;
+        if (const auto* d = v.as_floating_point()) {
+          n = d->get();
+        } else if (const auto* i = v.as_integer()) {
+          n = static_cast<double>(i->get());
+        } else {
+          type_error(v, key, "a number (a fraction in [0, 1])");
+          ok = false;
+          continue;
+        }
+        if (!(n >= 0.0 && n <= 1.0)) {  // NaN fails both comparisons
+          const std::string shown = v.is_integer() ? std::to_string(v.as_integer()->get()) : format_double(n);
+          error(v, key, "must be a fraction in [0, 1], got " + shown + "; Envoy rejects pressure outside [0, 1]");
+          ok = false;
+        } else {
+          c.neutral = n;
+        }
+      } else {
+        error(k.source(), key,
+              "unknown key " + quote(name) + " in [[envoy]]" +
+                  (nearest(name, kEnvoyKeys) ? did_you_mean(name, kEnvoyKeys)
+                                             : "; valid keys in [[envoy]] are " + join(kEnvoyKeys)));
+        ok = false;
+      }
+    }
+    if (ok && !file_place) {
+      error(t.source(), ekey + ".file",
+            "is required: the file Envoy's injected resource monitor reads, e.g. file = "
+            "\"/run/orca/envoy/node.pressure\"");
+      ok = false;
+    }
+    if (!ok) return std::nullopt;
+    return c;
+  }
+
+  // Why `value` is not one the bridge can publish, or nullopt if it is.
+  static std::optional<std::string> envoy_value_error(std::string_view value) {
+    if (std::find(std::begin(kEnvoyValues), std::end(kEnvoyValues), value) != std::end(kEnvoyValues))
+      return std::nullopt;
+    const std::string unknown = "unknown value " + quote(value);
+    // A bare signal name: say where it lives in the report.
+    if (std::find(std::begin(kNodeSignals), std::end(kNodeSignals), value) != std::end(kNodeSignals))
+      return unknown + "; a signal is read from the utilization map: write " + quote("utilization." + std::string(value));
+    constexpr std::string_view kPrefix = "utilization.";
+    if (value.starts_with(kPrefix)) {
+      const std::string_view signal = value.substr(kPrefix.size());
+      return unknown + ": " + quote(signal) + " is not a signal" + choices(signal, kNodeSignals, "signals");
+    }
+    return unknown + choices(value, kEnvoyValues, "values");
+  }
+
+  // Absolute, normalized, and a name the atomic writer and Envoy can both use.
+  std::optional<std::string> envoy_file(const toml::node& v, const std::string& key) {
+    constexpr std::string_view kExample = "\"/run/orca/envoy/node.pressure\"";
+    auto p = absolute_path(v, key, kExample);
+    if (!p) return std::nullopt;
+    const std::filesystem::path normal = std::filesystem::path(*p).lexically_normal();
+    const std::string name = normal.filename().string();
+    if (name.empty() || name == "." || name == "..") {
+      error(v, key, "must name a file, not a directory, e.g. " + std::string(kExample));
+      return std::nullopt;
+    }
+    if (name.front() == '.') {
+      // The writer's temporaries are dot-files next to the final name.
+      error(v, key, "the file name must not start with \".\" (headroom's temporary files do); got " + quote(name));
+      return std::nullopt;
+    }
+    if (name.size() >= 200) {
+      error(v, key, "the file name is too long (at most 199 characters)");
+      return std::nullopt;
+    }
+    if (name.ends_with(".orca")) {
+      error(v, key,
+            "names ending in \".orca\" are reserved for the ORCA report files; use another name, e.g. " +
+                std::string(kExample));
+      return std::nullopt;
+    }
+    return normal.string();
+  }
+
+  // A value read from a disabled signal would always be the neutral value.
+  void check_envoy_signals() {
+    for (const auto& check : value_checks_) {
+      const auto it = std::find(std::begin(kEnvoyValues), std::end(kEnvoyValues), check.value);
+      const std::string_view signal = kEnvoyValueSignals[static_cast<std::size_t>(it - std::begin(kEnvoyValues))];
+      if (signal.empty() || config_.signal_enabled(signal)) continue;
+      error(check.where, check.key,
+            quote(check.value) + " needs the signal " + quote(signal) +
+                ", which node.signals does not enable, so Envoy would only ever see the neutral value; add " +
+                quote(signal) + " to node.signals or choose another value");
+    }
+  }
+
+  struct ValueCheck {
+    std::string value;
+    toml::source_region where;
+    std::string key;
+  };
+  std::vector<ValueCheck> value_checks_;
 
   // -- typed access ---------------------------------------------------------
 

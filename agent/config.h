@@ -32,6 +32,17 @@ inline constexpr std::string_view kNodeSignals[] = {kSignalCpu, kSignalMemory, k
 
 enum class LogLevel { trace, debug, info, warn, error, critical, off };
 
+// One [[envoy]] entry: a number of a report, written as the file Envoy's
+// injected resource monitor reads (docs/envoy.md).
+struct EnvoyBridgeConfig {
+  std::string scope = "node";                      // which report; only "node" today
+  std::string value = "application_utilization";  // or cpu_utilization, mem_utilization, utilization.<signal>
+  std::string file;                                // absolute, lexically normal; required
+  double neutral = 0.0;                            // in [0, 1]; written on stop and for absent values
+
+  bool operator==(const EnvoyBridgeConfig&) const = default;
+};
+
 struct Config {
   // [agent]
   std::chrono::nanoseconds interval = std::chrono::milliseconds(100);
@@ -50,6 +61,9 @@ struct Config {
                                       std::string(kSignalIoPressure)};
   CompositeMethod composite = CompositeMethod::max;
   std::map<std::string, double> weights;  // signal -> weight in [0, 1]; missing = 1 (1 is not stored)
+
+  // [[envoy]]
+  std::vector<EnvoyBridgeConfig> envoy;
 
   bool signal_enabled(std::string_view key) const;
   double weight(std::string_view key) const;

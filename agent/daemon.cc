@@ -10,14 +10,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "agent/logging.h"
 #include "agent/normalize.h"
 #include "agent/report_builder.h"
 #include "agent/sampler.h"
+#include "publishers/envoy_bridge.h"
 #include "publishers/orca_dir_publisher.h"
 
 namespace headroom::agent {
@@ -40,16 +43,24 @@ int64_t unix_ms() {
 
 int64_t to_ms(std::chrono::nanoseconds d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
+// One [[envoy]] entry's bridge, and whether its last write failed (errors
+// are logged once per change, like node.orca's).
+struct Bridge {
+  std::unique_ptr<publishers::EnvoyBridge> bridge;
+  bool failing = false;
+};
+
 // Everything that a configuration determines. A reload builds a new one next to
 // the running one and swaps only when all of it could be built.
 struct Pipeline {
   Config config;
   std::unique_ptr<NodeSampler> sampler;
   std::unique_ptr<publishers::OrcaDirPublisher> publisher;
+  std::vector<Bridge> bridges;  // the node-scope [[envoy]] entries, in file order
   Smoother smoother{1.0};
 };
 
-enum class BuildFailure { config, orca_dir };
+enum class BuildFailure { config, orca_dir, envoy_file };
 struct BuildError {
   BuildFailure kind;
   std::string message;
@@ -65,8 +76,43 @@ std::variant<Pipeline, BuildError> build_pipeline(Config config) {
   auto pub = publishers::OrcaDirPublisher::open(config.orca_dir, orca::WriterOptions{0644, config.fsync});
   if (!pub) return BuildError{BuildFailure::orca_dir, "agent.orca_dir: " + pub.error().message};
   p.publisher = std::make_unique<publishers::OrcaDirPublisher>(std::move(pub.value()));
+  for (std::size_t i = 0; i < config.envoy.size(); ++i) {
+    const auto& e = config.envoy[i];
+    const std::string key = "envoy[" + std::to_string(i) + "]";
+    auto value = publishers::parse_envoy_value(e.value);  // the configuration validated it
+    if (!value) return BuildError{BuildFailure::config, key + ".value: unknown value \"" + e.value + "\""};
+    auto bridge = publishers::EnvoyBridge::open({e.file, *value, e.neutral, config.fsync});
+    if (!bridge) return BuildError{BuildFailure::envoy_file, key + ".file: " + bridge.error().message};
+    p.bridges.push_back({std::make_unique<publishers::EnvoyBridge>(std::move(bridge.value())), false});
+  }
   p.config = std::move(config);
   return p;
+}
+
+// Writes each bridge's pressure (its neutral value when `neutral`); a failing
+// bridge never holds up the others or node.orca.
+void publish_bridges(std::vector<Bridge>& bridges, const orca::Report* report, bool neutral) {
+  for (auto& b : bridges) {
+    auto r = neutral || report == nullptr ? b.bridge->publish_neutral() : b.bridge->publish(*report);
+    if (!r) {
+      if (!b.failing)
+        spdlog::error("cannot publish Envoy pressure to {}: {}; Envoy keeps the previous value", b.bridge->file(),
+                      r.error().message);
+      b.failing = true;
+    } else {
+      if (b.failing) spdlog::info("publishing Envoy pressure to {} again", b.bridge->file());
+      b.failing = false;
+    }
+  }
+}
+
+void log_bridges(const std::vector<Bridge>& bridges) {
+  for (const auto& b : bridges) {
+    const auto& o = b.bridge->options();
+    std::string neutral = publishers::format_envoy_pressure(o.neutral);
+    neutral.pop_back();  // the newline
+    spdlog::info("Envoy bridge: node {} -> {} (neutral {})", publishers::envoy_value_name(o.value), o.file, neutral);
+  }
 }
 
 void notify(const std::string& state) {
@@ -92,6 +138,9 @@ class Agent {
     ReportMeta meta{unix_ms(), ++seq_, to_ms(p_.config.interval), stopped};
     const auto report = build_node_report(last_, p_.config, meta);
     auto r = p_.publisher->publish(orca::kNodeScope, report);
+    // Right after node.orca, whether or not it could be written. On stop,
+    // stop() writes the neutral values instead.
+    if (!stopped) publish_bridges(p_.bridges, &report, false);
     if (!r) {
       if (!publish_failing_) spdlog::error("cannot publish {}/node.orca: {}; the previous report stays in place",
                                            p_.publisher->dir(), r.error().message);
@@ -104,9 +153,27 @@ class Agent {
     return true;
   }
 
+  // Clean stop: the final report marked stopped, then every bridge's neutral
+  // value, since Envoy would otherwise keep the last pressure for ever.
+  void stop() {
+    tick(/*stopped=*/true);
+    publish_bridges(p_.bridges, nullptr, true);
+  }
+
   // Takes the new pipeline's parts. The sampler starts from a fresh baseline
-  // taken now, so the next tick publishes a complete report.
+  // taken now, so the next tick publishes a complete report. A bridge whose
+  // file is no longer configured gets its neutral value once, so Envoy is not
+  // left with a pressure nobody updates.
   void replace(Pipeline next) {
+    std::vector<Bridge> removed;
+    for (auto& b : p_.bridges) {
+      const bool kept = std::any_of(next.bridges.begin(), next.bridges.end(),
+                                    [&](const Bridge& n) { return n.bridge->file() == b.bridge->file(); });
+      if (!kept) removed.push_back(std::move(b));
+    }
+    for (const auto& b : removed)
+      spdlog::info("Envoy bridge {} removed from the configuration; writing its neutral value", b.bridge->file());
+    publish_bridges(removed, nullptr, true);
     next.sampler->sample(monotonic_ns());
     const bool same_smoothing =
         next.config.interval == p_.config.interval && next.config.smoothing == p_.config.smoothing;
@@ -179,6 +246,7 @@ int run_daemon(const DaemonOptions& options) {
     spdlog::error("{}", e->message);
     return e->kind == BuildFailure::config ? kExitConfig : kExitCantCreat;
   }
+  log_bridges(std::get<Pipeline>(built).bridges);
   Agent agent(std::get<Pipeline>(std::move(built)));
 
   if (options.once) {
@@ -245,6 +313,7 @@ int run_daemon(const DaemonOptions& options) {
               spdlog::error("reload rejected, the running configuration stays in force: {}", be->message);
             } else {
               auto& p = std::get<Pipeline>(rebuilt);
+              log_bridges(p.bridges);
               const bool interval_changed = p.config.interval != agent.config().interval;
               set_log_level(p.config.log_level);
               agent.replace(std::move(p));
@@ -256,7 +325,7 @@ int run_daemon(const DaemonOptions& options) {
         } else {
           spdlog::info("{}: publishing a final report and stopping", strsignal(static_cast<int>(si.ssi_signo)));
           notify("STOPPING=1");
-          agent.tick(/*stopped=*/true);
+          agent.stop();
           ::close(tfd);
           ::close(sfd);
           return 0;

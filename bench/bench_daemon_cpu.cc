@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -129,6 +130,7 @@ bool run_splits(const std::string& orca_dir, long ticks, long interval_ms) {
                                     "tmp file + rename (write_bytes)"};
   for (const char* f : files) names.push_back(std::string("  alone: pread ") + f);
   std::vector<std::vector<double>> cpu_us(names.size());
+  std::vector<double> cold_syscall_us, hot_syscall_us;
 
   auto timed = [](auto&& fn) {
     const int64_t c0 = thread_cpu_ns();
@@ -143,7 +145,19 @@ bool run_splits(const std::string& orca_dir, long ticks, long interval_ms) {
   bool ok = true;
   for (long i = 0; i < ticks && ok; ++i) {
     next += interval_ms * 1'000'000;
-    cpu_us[0].push_back(timed([&] { sleep_until(next); }));
+    int64_t w0 = 0, w1 = 0, w2 = 0;
+    cpu_us[0].push_back(timed([&] {
+      sleep_until(next);
+      // The machine's cold-path tax: the same null system call as the first
+      // after the sleep and once more right after (vDSO clock, no syscall).
+      w0 = monotonic_ns();
+      ::syscall(SYS_getppid);
+      w1 = monotonic_ns();
+      ::syscall(SYS_getppid);
+      w2 = monotonic_ns();
+    }));
+    cold_syscall_us.push_back(static_cast<double>(w1 - w0) / 1000.0);
+    hot_syscall_us.push_back(static_cast<double>(w2 - w1) / 1000.0);
     cpu_us[1].push_back(timed([&] { last = sampler.value()->sample(monotonic_ns()); }));
     cpu_us[2].push_back(timed([&] {
       report = agent::build_node_report(last, config, {bench::unix_ms(), static_cast<uint64_t>(i + 1), 100, false});
@@ -170,6 +184,9 @@ bool run_splits(const std::string& orca_dir, long ticks, long interval_ms) {
     std::printf("  %-46s %9.1f %9.1f %9.1f\n", names[k].c_str(), s.p50, s.p90, s.mean);
   }
   std::printf("  %-46s %29.1f\n", "sum of the tick's parts (means)", sum);
+  const auto cold = bench::summarize(cold_syscall_us), hot = bench::summarize(hot_syscall_us);
+  std::printf("  %-46s %9.2f %9.2f %9.2f\n", "null syscall, first after the sleep (wall)", cold.p50, cold.p90, cold.mean);
+  std::printf("  %-46s %9.2f %9.2f %9.2f\n", "null syscall, the next one (wall)", hot.p50, hot.p90, hot.mean);
   return true;
 }
 

@@ -32,9 +32,9 @@ for b in bench_publish bench_reader_latency bench_daemon_cpu; do
 done
 
 if (( quick )); then
-  publish_args=(--iterations 2000 --warmup 100)
+  publish_args=(--iterations 2000 --warmup 100 --cold 5)
   reader_args=(--updates 500)
-  daemon_args=(--seconds 5 --warmup-seconds 1)
+  daemon_args=(--seconds 5 --warmup-seconds 1 --split-ticks 10)
 else
   publish_args=()
   reader_args=()

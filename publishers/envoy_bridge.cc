@@ -1,1 +1,136 @@
-// placeholder: being written
+#include "publishers/envoy_bridge.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+
+#include "publishers/orca_dir_publisher.h"  // make_directories
+
+namespace headroom::publishers {
+namespace {
+
+constexpr std::string_view kUtilizationPrefix = "utilization.";
+
+// ReportFileWriter's temporaries are ".<name>.<pid>.tmp".
+bool is_own_temporary(std::string_view entry, std::string_view name) {
+  if (entry.size() < name.size() + 7 || entry.front() != '.') return false;
+  entry.remove_prefix(1);
+  if (!entry.starts_with(name)) return false;
+  entry.remove_prefix(name.size());
+  if (!entry.starts_with('.') || !entry.ends_with(".tmp")) return false;
+  const std::string_view pid = entry.substr(1, entry.size() - 5);
+  return !pid.empty() && pid.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+void remove_own_temporaries(const std::string& dir, const std::string& name) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;  // best effort: a leftover only wastes a few bytes
+  const int fd = ::dirfd(d);
+  while (const struct dirent* e = ::readdir(d)) {
+    if (is_own_temporary(e->d_name, name)) ::unlinkat(fd, e->d_name, 0);
+  }
+  ::closedir(d);
+}
+
+}  // namespace
+
+std::optional<EnvoyValue> parse_envoy_value(std::string_view text) {
+  using Kind = EnvoyValue::Kind;
+  if (text == "application_utilization") return EnvoyValue{Kind::application_utilization, {}};
+  if (text == "cpu_utilization") return EnvoyValue{Kind::cpu_utilization, {}};
+  if (text == "mem_utilization") return EnvoyValue{Kind::mem_utilization, {}};
+  if (text.starts_with(kUtilizationPrefix) && text.size() > kUtilizationPrefix.size())
+    return EnvoyValue{Kind::utilization, std::string(text.substr(kUtilizationPrefix.size()))};
+  return std::nullopt;
+}
+
+std::string envoy_value_name(const EnvoyValue& value) {
+  switch (value.kind) {
+    case EnvoyValue::Kind::application_utilization: return "application_utilization";
+    case EnvoyValue::Kind::cpu_utilization: return "cpu_utilization";
+    case EnvoyValue::Kind::mem_utilization: return "mem_utilization";
+    case EnvoyValue::Kind::utilization: return std::string(kUtilizationPrefix) + value.key;
+  }
+  return "application_utilization";
+}
+
+std::optional<double> select_envoy_value(const orca::Report& report, const EnvoyValue& value) {
+  const auto& u = report.utilization();
+  switch (value.kind) {
+    case EnvoyValue::Kind::application_utilization:
+      if (u.empty()) return std::nullopt;
+      return report.application_utilization();
+    case EnvoyValue::Kind::cpu_utilization:
+      if (!u.contains("cpu")) return std::nullopt;
+      return report.cpu_utilization();
+    case EnvoyValue::Kind::mem_utilization:
+      if (!u.contains("memory")) return std::nullopt;
+      return report.mem_utilization();
+    case EnvoyValue::Kind::utilization:
+      if (auto it = u.find(value.key); it != u.end()) return it->second;
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+double envoy_pressure(std::optional<double> value, double neutral) {
+  if (!value || std::isnan(*value)) return neutral;
+  if (*value >= 1.0) return 1.0;
+  if (*value > 0.0) return *value;
+  return 0.0;  // also turns -0.0 into 0.0, so the text never has a sign
+}
+
+std::string format_envoy_pressure(double pressure) {
+  if (!(pressure > 0.0)) pressure = 0.0;  // NaN, negatives, -0.0
+  if (pressure > 1.0) pressure = 1.0;
+  std::array<char, 32> buf{};
+  // to_chars is locale-independent, unlike printf: Envoy's parser wants '.'.
+  const auto res = std::to_chars(buf.data(), buf.data() + buf.size(), pressure, std::chars_format::fixed, 6);
+  std::string out(buf.data(), res.ptr);
+  while (out.ends_with('0')) out.pop_back();
+  if (out.ends_with('.')) out.pop_back();
+  out += '\n';
+  return out;
+}
+
+Result<EnvoyBridge> EnvoyBridge::open(EnvoyBridgeOptions options) {
+  const std::string& file = options.file;
+  const auto slash = file.rfind('/');
+  if (file.empty() || file.front() != '/' || slash == std::string::npos || slash + 1 == file.size())
+    return logic_error("envoy bridge file must be an absolute path naming a file, got \"" + file + "\"");
+  const std::string dir = slash == 0 ? std::string("/") : file.substr(0, slash);
+  std::string name = file.substr(slash + 1);
+  if (!(options.neutral >= 0.0 && options.neutral <= 1.0))
+    return logic_error("envoy bridge neutral value must be in [0, 1]");
+
+  if (auto made = make_directories(dir); !made) return made.error();
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return system_error(errno, "cannot write into " + dir);
+  auto writer = orca::ReportFileWriter::open(dir, orca::WriterOptions{0644, options.fsync});
+  if (!writer) return writer.error();
+  remove_own_temporaries(dir, name);
+  return EnvoyBridge(std::move(options), std::move(writer.value()), std::move(name));
+}
+
+Result<void> EnvoyBridge::write_pressure(double pressure) {
+  const std::string text = format_envoy_pressure(envoy_pressure(pressure, options_.neutral));
+  auto r = writer_.write_bytes(name_, text);
+  if (!r && r.error().code == ENOENT) {
+    // The directory was removed (someone cleaned /run): recreate it, retry once.
+    if (auto made = make_directories(writer_.dir()); !made) return made.error();
+    r = writer_.write_bytes(name_, text);
+  }
+  return r;
+}
+
+Result<void> EnvoyBridge::publish(const orca::Report& report) {
+  return write_pressure(envoy_pressure(select_envoy_value(report, options_.value), options_.neutral));
+}
+
+Result<void> EnvoyBridge::publish_neutral() { return write_pressure(options_.neutral); }
+
+}  // namespace headroom::publishers

@@ -1,1 +1,240 @@
-// placeholder: being written
+// The C interface over ReportDirectory. Every entry point catches everything:
+// an exception crossing into C is undefined behaviour.
+#include "headroom/orca/headroom_orca.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "headroom/orca/report_reader.h"
+
+#ifndef HEADROOM_VERSION
+#define HEADROOM_VERSION "unknown"  // orca/CMakeLists.txt passes the project version
+#endif
+
+namespace orca = headroom::orca;
+
+struct headroom_reader {
+  explicit headroom_reader(orca::ReportDirectory d) : dir(std::move(d)) {}
+  orca::ReportDirectory dir;
+  std::vector<std::string> scopes;  // what the index-based enumeration walks
+  headroom_reader_callback callback = nullptr;
+  void* user = nullptr;
+  bool scopes_refreshed = false;  // during one process call
+};
+
+namespace {
+
+void set_error(char* err, std::size_t errlen, const std::string& message) {
+  if (err == nullptr || errlen == 0) return;
+  const std::size_t n = std::min(message.size(), errlen - 1);
+  std::memcpy(err, message.data(), n);
+  err[n] = '\0';
+}
+
+// Maps whatever escaped the C++ side to an errno value.
+int current_exception_code(char* err = nullptr, std::size_t errlen = 0) {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    set_error(err, errlen, "out of memory");
+    return -ENOMEM;
+  } catch (const std::exception& e) {
+    set_error(err, errlen, e.what());
+    return -EIO;
+  } catch (...) {
+    set_error(err, errlen, "unknown error");
+    return -EIO;
+  }
+}
+
+int process(headroom_reader* r) {
+  r->scopes_refreshed = false;
+  const auto changed = r->dir.process_events();
+  r->scopes = r->dir.scopes();
+  return static_cast<int>(std::min<std::size_t>(changed.size(), INT_MAX));
+}
+
+// Looks up a scope that must hold a valid report: 0/1 fresh/stale, or -errno.
+int lookup(const headroom_reader* r, const char* scope, std::optional<orca::ScopeState>& st) {
+  st = r->dir.get(scope);
+  if (!st) return -ENOENT;
+  if (!st->report) return -ENODATA;
+  return st->staleness.stale ? 1 : 0;
+}
+
+int map_value(headroom_reader* r, const char* scope, const char* key, double* out, bool utilization) {
+  if (r == nullptr || scope == nullptr || key == nullptr || out == nullptr) return -EINVAL;
+  try {
+    std::optional<orca::ScopeState> st;
+    const int rc = lookup(r, scope, st);
+    if (rc < 0) return rc;
+    const auto& m = utilization ? st->report->utilization() : st->report->named_metrics();
+    auto it = m.find(key);
+    if (it == m.end()) return -ENOENT;
+    *out = it->second;
+    return rc;
+  } catch (...) {
+    return current_exception_code();
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* headroom_orca_version(void) { return HEADROOM_VERSION; }
+
+headroom_reader* headroom_reader_open(const char* dir, double stale_intervals, char* err, size_t errlen) {
+  set_error(err, errlen, "");
+  if (dir == nullptr) {
+    set_error(err, errlen, "headroom_reader_open: dir is NULL");
+    return nullptr;
+  }
+  try {
+    orca::ReaderOptions options;
+    if (std::isfinite(stale_intervals) && stale_intervals > 0) options.stale_intervals = stale_intervals;
+    auto d = orca::ReportDirectory::open(dir, options);
+    if (!d) {
+      set_error(err, errlen, d.error().message);
+      return nullptr;
+    }
+    auto* r = new headroom_reader(std::move(*d));
+    r->scopes = r->dir.scopes();
+    return r;
+  } catch (...) {
+    (void)current_exception_code(err, errlen);
+    return nullptr;
+  }
+}
+
+void headroom_reader_close(headroom_reader* reader) { delete reader; }
+
+int headroom_reader_fd(const headroom_reader* reader) { return reader == nullptr ? -EINVAL : reader->dir.fd(); }
+
+int headroom_reader_process(headroom_reader* reader) {
+  if (reader == nullptr) return -EINVAL;
+  try {
+    return process(reader);
+  } catch (...) {
+    return current_exception_code();
+  }
+}
+
+int headroom_reader_wait(headroom_reader* reader, int timeout_ms) {
+  if (reader == nullptr) return -EINVAL;
+  try {
+    reader->scopes_refreshed = false;
+    const bool changed = reader->dir.wait(timeout_ms);
+    reader->scopes = reader->dir.scopes();
+    return changed ? 1 : 0;
+  } catch (...) {
+    return current_exception_code();
+  }
+}
+
+int headroom_reader_get(headroom_reader* reader, const char* scope, headroom_report* out, char* err,
+                        size_t errlen) {
+  set_error(err, errlen, "");
+  // The caller's struct must at least hold struct_size and stale.
+  constexpr uint32_t kMinSize = offsetof(headroom_report, stale) + sizeof(int32_t);
+  if (reader == nullptr || scope == nullptr || out == nullptr) {
+    set_error(err, errlen, "headroom_reader_get: NULL argument");
+    return -EINVAL;
+  }
+  if (out->struct_size < kMinSize) {
+    set_error(err, errlen, "headroom_reader_get: struct_size " + std::to_string(out->struct_size) +
+                               " is smaller than " + std::to_string(kMinSize) + "; set it to sizeof(headroom_report)");
+    return -EINVAL;
+  }
+  try {
+    std::optional<orca::ScopeState> st;
+    const int rc = lookup(reader, scope, st);
+    if (rc == -ENOENT) {
+      set_error(err, errlen, std::string("no report for scope \"") + scope + "\" in " + reader->dir.dir());
+      return rc;
+    }
+    if (rc == -ENODATA) {
+      set_error(err, errlen, st->error.empty() ? "no valid report" : st->error);
+      return rc;
+    }
+    const orca::Report& rep = *st->report;
+    auto md = orca::metadata_of(rep);  // present: the reader accepts no report without it
+    headroom_report full{};
+    full.stale = st->staleness.stale ? 1 : 0;
+    full.cpu_utilization = rep.cpu_utilization();
+    full.mem_utilization = rep.mem_utilization();
+    full.application_utilization = rep.application_utilization();
+    full.rps_fractional = rep.rps_fractional();
+    full.eps = rep.eps();
+    if (md) {
+      full.seq = md->seq;
+      full.timestamp_ms = md->timestamp_ms;
+      full.interval_ms = md->interval_ms;
+      full.stopped = md->stopped ? 1 : 0;
+    }
+    full.age_ms = st->staleness.age_ms;
+    full.rejected = st->error.empty() ? 0 : 1;
+    // Never write past what the caller's (possibly older) struct holds.
+    const uint32_t n = std::min<uint32_t>(out->struct_size, static_cast<uint32_t>(sizeof(headroom_report)));
+    full.struct_size = n;
+    std::memcpy(static_cast<void*>(out), &full, n);
+    if (st->staleness.stale) set_error(err, errlen, st->staleness.reason);
+    return rc;
+  } catch (...) {
+    return current_exception_code(err, errlen);
+  }
+}
+
+int headroom_reader_utilization(headroom_reader* reader, const char* scope, const char* key, double* out) {
+  return map_value(reader, scope, key, out, true);
+}
+
+int headroom_reader_named_metric(headroom_reader* reader, const char* scope, const char* key, double* out) {
+  return map_value(reader, scope, key, out, false);
+}
+
+int headroom_reader_scope_count(const headroom_reader* reader) {
+  if (reader == nullptr) return -EINVAL;
+  return static_cast<int>(std::min<std::size_t>(reader->scopes.size(), INT_MAX));
+}
+
+int headroom_reader_scope_name(const headroom_reader* reader, size_t index, char* buf, size_t buflen) {
+  if (reader == nullptr || (buf == nullptr && buflen > 0)) return -EINVAL;
+  if (index >= reader->scopes.size()) return -ENOENT;
+  const std::string& name = reader->scopes[index];
+  set_error(buf, buflen, name);
+  return static_cast<int>(std::min<std::size_t>(name.size(), INT_MAX));
+}
+
+int headroom_reader_set_callback(headroom_reader* reader, headroom_reader_callback callback, void* user) {
+  if (reader == nullptr) return -EINVAL;
+  try {
+    reader->callback = callback;
+    reader->user = user;
+    if (callback == nullptr) {
+      reader->dir.set_callback(nullptr);
+      return 0;
+    }
+    reader->dir.set_callback([reader](const orca::ScopeState& st) {
+      // The callback may enumerate scopes: show it the current set.
+      if (!reader->scopes_refreshed) {
+        reader->scopes = reader->dir.scopes();
+        reader->scopes_refreshed = true;
+      }
+      reader->callback(reader->user, st.scope.c_str());
+    });
+    return 0;
+  } catch (...) {
+    return current_exception_code();
+  }
+}
+
+}  // extern "C"

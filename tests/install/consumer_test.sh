@@ -2,10 +2,13 @@
 # The consumer library as another project sees it: install into a scratch
 # prefix, then compile and run a program that finds headroom-orca through
 # pkg-config only, and have it read a report that headroomd --once wrote.
-# Usage: consumer_test.sh BUILD_DIR SOURCE_DIR
+# Usage: consumer_test.sh BUILD_DIR SOURCE_DIR [EXTRA_CFLAGS]
+# EXTRA_CFLAGS carries the sanitizer flags of a sanitized build: a program that
+# loads an ASan-instrumented library must be built with ASan too.
 set -eu
 build=$1
 src=$2
+extra=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
@@ -25,7 +28,7 @@ int main(int argc, char** argv) {
 }
 CC
 # shellcheck disable=SC2046
-g++ -std=c++20 -o "$work/consumer" "$work/consumer.cc" $(pkg-config --cflags --libs headroom-orca) \
+g++ -std=c++20 $extra -o "$work/consumer" "$work/consumer.cc" $(pkg-config --cflags --libs headroom-orca) \
   -Wl,-rpath,"$(pkg-config --variable=libdir headroom-orca)"
 printf '' > "$work/empty.toml"
 "$build/agent/headroomd" --config "$work/empty.toml" --once --orca-dir "$work/orca" 2>/dev/null

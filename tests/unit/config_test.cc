@@ -144,6 +144,46 @@ TEST(ConfigValues, WeightsAndSignals) {
   EXPECT_DOUBLE_EQ(must_parse("[node]\nsignals = [\"cpu\"]\n[node.weights]\nmemory = 0.1").weight("memory"), 0.1);
 }
 
+TEST(ConfigEnvoy, ParsesEntriesWithDefaultsAndNormalizedFiles) {
+  const Config c = must_parse(R"(
+[[envoy]]
+scope = "node"
+value = "utilization.cpu.pressure"
+file = "/run/orca/envoy/node.pressure"
+neutral = 0.05
+
+[[envoy]]
+file = "/run//envoy/./other/../cpu"
+neutral = 1
+)");
+  ASSERT_EQ(c.envoy.size(), 2u);
+  EXPECT_EQ(c.envoy[0], (EnvoyBridgeConfig{"node", "utilization.cpu.pressure", "/run/orca/envoy/node.pressure", 0.05}));
+  // Omitted keys take their defaults; the path is stored lexically normal.
+  EXPECT_EQ(c.envoy[1], (EnvoyBridgeConfig{"node", "application_utilization", "/run/envoy/cpu", 1.0}));
+  EXPECT_TRUE(Config{}.envoy.empty());
+  EXPECT_EQ(must_parse("envoy = []\n"), Config{});
+  // The inline form is the same array of tables.
+  EXPECT_EQ(must_parse("envoy = [{ file = \"/run/e/p\", value = \"cpu_utilization\" }]\n").envoy,
+            (std::vector<EnvoyBridgeConfig>{{"node", "cpu_utilization", "/run/e/p", 0.0}}));
+}
+
+TEST(ConfigEnvoy, EveryValueIsAccepted) {
+  for (const char* value : {"application_utilization", "cpu_utilization", "mem_utilization", "utilization.cpu",
+                            "utilization.memory", "utilization.cpu.pressure", "utilization.memory.pressure",
+                            "utilization.io.pressure"}) {
+    const Config c = must_parse(std::string("[[envoy]]\nfile = \"/run/e/p\"\nvalue = \"") + value + "\"\n");
+    ASSERT_EQ(c.envoy.size(), 1u) << value;
+    EXPECT_EQ(c.envoy[0].value, value);
+  }
+  // application_utilization needs no particular signal.
+  EXPECT_EQ(must_parse("[node]\nsignals = [\"io.pressure\"]\n[[envoy]]\nfile = \"/run/e/p\"\n").envoy.size(), 1u);
+}
+
+TEST(ConfigEnvoy, ReloadSeesAChangedEntry) {
+  // SIGHUP compares whole Configs; an [[envoy]] change must count.
+  EXPECT_NE(must_parse("[[envoy]]\nfile = \"/run/e/p\"\n"), must_parse("[[envoy]]\nfile = \"/run/e/p\"\nneutral = 0.1\n"));
+}
+
 TEST(ConfigValues, LaterErrorsDoNotHideEarlierOnes) {
   // All errors are found; the first in file order is reported.
   const ConfigError e = must_fail("[node]\ncomposite = \"median\"\n[agent]\ninterval = 5\n");
@@ -272,6 +312,59 @@ const ErrorCase kErrorCases[] = {
     {"WeightNan", "[node.weights]\n\"cpu.pressure\" = nan\n", "node.weights.\"cpu.pressure\"", 2, 18,
      {"must be a fraction in [0, 1], got nan"}},
     {"WeightInf", "[node.weights]\ncpu = inf\n", "node.weights.cpu", 2, 7, {"got inf"}},
+
+    // [[envoy]]
+    {"EnvoySingleBrackets", "[envoy]\nfile = \"/run/e/p\"\n", "envoy", 1, 1,
+     {"expected an array of tables", "write [[envoy]] with two brackets", "got table"}},
+    {"EnvoyElementNotTable", "envoy = [1]\n", "envoy[0]", 1, 10, {"expected a table with keys scope, value, file, neutral"}},
+    {"EnvoyUnknownKeyNear", "[[envoy]]\nfile = \"/run/e/p\"\nvalu = \"cpu_utilization\"\n", "envoy[0].valu", 3, 1,
+     {"unknown key \"valu\" in [[envoy]]; did you mean \"value\"?"}},
+    {"EnvoyUnknownKeyFar", "[[envoy]]\nfile = \"/run/e/p\"\ncolour = 1\n", "envoy[0].colour", 3, 1,
+     {"valid keys in [[envoy]] are scope, value, file, neutral"}},
+    {"EnvoyTopLevelTypo", "[[envoi]]\nfile = \"/run/e/p\"\n", "envoi", 1, 3, {"did you mean \"envoy\"?"}},
+    {"EnvoyScopeUnknown", "[[envoy]]\nscope = \"endpoint\"\nfile = \"/run/e/p\"\n", "envoy[0].scope", 2, 9,
+     {"unknown scope \"endpoint\"; valid scopes are node", "later"}},
+    {"EnvoyScopeNear", "[[envoy]]\nscope = \"nodes\"\nfile = \"/run/e/p\"\n", "envoy[0].scope", 2, 9,
+     {"did you mean \"node\"?"}},
+    {"EnvoyScopeInteger", "[[envoy]]\nscope = 1\nfile = \"/run/e/p\"\n", "envoy[0].scope", 2, 9,
+     {"expected a scope name", "got integer 1"}},
+    {"EnvoyValueNear", "[[envoy]]\nvalue = \"memory_utilization\"\nfile = \"/run/e/p\"\n", "envoy[0].value", 2, 9,
+     {"unknown value \"memory_utilization\"; did you mean \"mem_utilization\"?"}},
+    {"EnvoyValueFar", "[[envoy]]\nvalue = \"load\"\nfile = \"/run/e/p\"\n", "envoy[0].value", 2, 9,
+     {"valid values are application_utilization, cpu_utilization, mem_utilization, utilization.cpu"}},
+    {"EnvoyValueBareSignal", "[[envoy]]\nvalue = \"io.pressure\"\nfile = \"/run/e/p\"\n", "envoy[0].value", 2, 9,
+     {"write \"utilization.io.pressure\""}},
+    {"EnvoyValueUnknownSignal", "[[envoy]]\nvalue = \"utilization.io_pressure\"\nfile = \"/run/e/p\"\n",
+     "envoy[0].value", 2, 9, {"\"io_pressure\" is not a signal; did you mean \"io.pressure\"?"}},
+    {"EnvoyValueFloat", "[[envoy]]\nvalue = 0.5\nfile = \"/run/e/p\"\n", "envoy[0].value", 2, 9,
+     {"expected a value name", "got floating-point 0.5"}},
+    {"EnvoyValueDisabledSignal", "[node]\nsignals = [\"cpu\"]\n[[envoy]]\nvalue = \"utilization.memory\"\nfile = \"/run/e/p\"\n",
+     "envoy[0].value", 4, 9, {"needs the signal \"memory\"", "node.signals does not enable", "neutral value"}},
+    {"EnvoyValueDisabledSignalNodeAfter",
+     "[[envoy]]\nvalue = \"mem_utilization\"\nfile = \"/run/e/p\"\n[node]\nsignals = [\"cpu\"]\n", "envoy[0].value", 2, 9,
+     {"needs the signal \"memory\""}},
+    {"EnvoyFileMissing", "[agent]\n[[envoy]]\nvalue = \"cpu_utilization\"\n", "envoy[0].file", 2, 1,
+     {"is required", "\"/run/orca/envoy/node.pressure\""}},
+    {"EnvoyFileRelative", "[[envoy]]\nfile = \"run/e/p\"\n", "envoy[0].file", 2, 8,
+     {"must be an absolute path, got \"run/e/p\"; write \"/run/e/p\""}},
+    {"EnvoyFileEmpty", "[[envoy]]\nfile = \"\"\n", "envoy[0].file", 2, 8, {"must not be empty"}},
+    {"EnvoyFileInteger", "[[envoy]]\nfile = 3\n", "envoy[0].file", 2, 8, {"expected an absolute path string", "got integer 3"}},
+    {"EnvoyFileDirectory", "[[envoy]]\nfile = \"/run/orca/envoy/\"\n", "envoy[0].file", 2, 8, {"must name a file, not a directory"}},
+    {"EnvoyFileDotDot", "[[envoy]]\nfile = \"/run/orca/..\"\n", "envoy[0].file", 2, 8, {"must name a file"}},
+    {"EnvoyFileHidden", "[[envoy]]\nfile = \"/run/e/.pressure\"\n", "envoy[0].file", 2, 8, {"must not start with \".\""}},
+    {"EnvoyFileOrcaSuffix", "[[envoy]]\nfile = \"/run/orca/node.orca\"\n", "envoy[0].file", 2, 8,
+     {"reserved for the ORCA report files"}},
+    {"EnvoyFileDuplicate", "[[envoy]]\nfile = \"/run/e/p\"\n\n[[envoy]]\nvalue = \"cpu_utilization\"\nfile = \"/run//e/./p\"\n",
+     "envoy[1].file", 6, 8, {"duplicate file \"/run/e/p\" (already used by envoy[0] at line 2)", "its own file"}},
+    {"EnvoyNeutralAboveOne", "[[envoy]]\nfile = \"/run/e/p\"\nneutral = 1.5\n", "envoy[0].neutral", 3, 11,
+     {"must be a fraction in [0, 1], got 1.5"}},
+    {"EnvoyNeutralNegative", "[[envoy]]\nfile = \"/run/e/p\"\nneutral = -0.1\n", "envoy[0].neutral", 3, 11, {"got -0.1"}},
+    {"EnvoyNeutralInteger", "[[envoy]]\nfile = \"/run/e/p\"\nneutral = 2\n", "envoy[0].neutral", 3, 11, {"got 2"}},
+    {"EnvoyNeutralNan", "[[envoy]]\nfile = \"/run/e/p\"\nneutral = nan\n", "envoy[0].neutral", 3, 11, {"got nan"}},
+    {"EnvoyNeutralString", "[[envoy]]\nfile = \"/run/e/p\"\nneutral = \"0\"\n", "envoy[0].neutral", 3, 11,
+     {"expected a number (a fraction in [0, 1]), got string \"0\""}},
+    {"EnvoySecondEntryIndexed", "[[envoy]]\nfile = \"/run/e/a\"\n[[envoy]]\nfile = \"/run/e/b\"\nneutral = 7\n",
+     "envoy[1].neutral", 5, 11, {"must be a fraction in [0, 1]"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Table, ConfigErrors, ::testing::ValuesIn(kErrorCases),
@@ -373,6 +466,27 @@ TEST(ConfigExample, ShowsEveryKey) {
   for (std::string_view signal : kNodeSignals) EXPECT_THAT(text, HasSubstr(std::string(signal))) << signal;
 }
 
+// The example shows [[envoy]] commented out (the defaults have no bridge);
+// uncommented, the block must parse and show every key with its default.
+TEST(ConfigExample, EnvoyBlockUncommentedParses) {
+  const std::string text = read_file(std::string(HEADROOM_SOURCE_DIR) + "/examples/headroom.toml");
+  const auto start = text.find("\n# [[envoy]]\n");
+  ASSERT_NE(start, std::string::npos) << "examples/headroom.toml should show a commented-out [[envoy]] block";
+  std::istringstream in(text.substr(start + 1));
+  std::string block, line;
+  // "# key = ..." becomes "key = ..."; "## note" stays a comment ("# note").
+  while (std::getline(in, line) && line.starts_with("#")) block += line.substr(line.starts_with("# ") ? 2 : 1) + "\n";
+  for (const char* key : {"scope", "value", "file", "neutral"})
+    EXPECT_THAT(block, HasSubstr(std::string("\n") + key + " = ")) << key;
+  const Config c = must_parse(block);
+  ASSERT_EQ(c.envoy.size(), 1u) << block;
+  const EnvoyBridgeConfig defaults;
+  EXPECT_EQ(c.envoy[0].scope, defaults.scope);
+  EXPECT_EQ(c.envoy[0].value, defaults.value);
+  EXPECT_EQ(c.envoy[0].neutral, defaults.neutral);
+  EXPECT_EQ(c.envoy[0].file, "/run/orca/envoy/node.pressure");
+}
+
 TEST(ConfigDocs, DocumentEveryKeyAndFlag) {
   const std::string text = read_file(std::string(HEADROOM_SOURCE_DIR) + "/docs/configuration.md");
   ASSERT_FALSE(text.empty());
@@ -381,6 +495,10 @@ TEST(ConfigDocs, DocumentEveryKeyAndFlag) {
   for (const char* flag : {"--config", "--check-config", "--once", "--orca-dir", "--proc-root", "--sys-root",
                            "--log-level", "SIGHUP", "78", "73"})
     EXPECT_THAT(text, HasSubstr(flag)) << flag;
+  EXPECT_THAT(text, HasSubstr("[[envoy]]"));
+  for (const char* key : {"scope", "value", "file", "neutral"}) EXPECT_THAT(text, HasSubstr(std::string("`") + key + "`")) << key;
+  for (const char* value : {"application_utilization", "cpu_utilization", "mem_utilization", "utilization."})
+    EXPECT_THAT(text, HasSubstr(value)) << value;
 }
 
 // ---------------------------------------------------------------------------

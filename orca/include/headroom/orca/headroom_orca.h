@@ -1,0 +1,144 @@
+/*
+ * headroom_orca.h: the stable C interface of libheadroom-orca, for programs
+ * that cannot use the C++ API (C, or languages with a C FFI). It follows an
+ * ORCA report directory (docs/orca-files.md) and answers "how loaded is this
+ * scope, and is that still true?".
+ *
+ * Conventions:
+ * - Functions that can fail return a negative errno value (-ENOENT, -EINVAL,
+ *   -ENOMEM, ...). Where an `err` buffer is taken, a message naming the file
+ *   or argument and the reason is written to it (always NUL-terminated,
+ *   truncated to errlen; err may be NULL when errlen is 0).
+ * - Functions that return a value for a scope return 0 when it is fresh and
+ *   1 when it is STALE (the values are still filled in). Fail open: treat 1
+ *   like "no data", e.g. `if (headroom_reader_get(...) == 0) use(report);`.
+ * - A reader is not thread-safe: use one from one thread at a time.
+ * - No function blocks except headroom_reader_wait(), and none lets a C++
+ *   exception escape.
+ * - Nothing here is ever removed or changed in meaning; new functions and new
+ *   fields at the end of headroom_report may be added.
+ */
+#ifndef HEADROOM_ORCA_H
+#define HEADROOM_ORCA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define HEADROOM_ORCA_API __attribute__((visibility("default")))
+#else
+#define HEADROOM_ORCA_API
+#endif
+
+/* The library's version, e.g. "0.1.0". */
+HEADROOM_ORCA_API const char *headroom_orca_version(void);
+
+/* An opaque reader of one report directory. */
+typedef struct headroom_reader headroom_reader;
+
+/*
+ * Opens a reader of `dir` (e.g. "/run/orca"). The directory need not exist
+ * yet; it is picked up when it appears, and again after being deleted and
+ * recreated. A report is stale when it is older than `stale_intervals`
+ * sampling intervals (at least one second; <= 0 or NaN selects the default,
+ * 3), when the agent stopped, when its file was removed, or when the file now
+ * on disk is rejected. Returns NULL on failure, with the reason in err.
+ */
+HEADROOM_ORCA_API headroom_reader *headroom_reader_open(const char *dir, double stale_intervals, char *err,
+                                                        size_t errlen);
+
+/* Releases the reader and its descriptor. NULL is accepted. */
+HEADROOM_ORCA_API void headroom_reader_close(headroom_reader *reader);
+
+/*
+ * A descriptor to poll for POLLIN in an event loop; when readable, call
+ * headroom_reader_process(). Owned by the reader: do not read or close it.
+ * -EINVAL for NULL.
+ */
+HEADROOM_ORCA_API int headroom_reader_fd(const headroom_reader *reader);
+
+/*
+ * Applies pending changes without blocking. Returns how many scopes changed
+ * (0 when none), or a negative errno.
+ */
+HEADROOM_ORCA_API int headroom_reader_process(headroom_reader *reader);
+
+/*
+ * Waits up to timeout_ms (-1: no limit) for a scope to change and applies the
+ * change. Returns 1 when a scope changed, 0 on timeout, or a negative errno.
+ */
+HEADROOM_ORCA_API int headroom_reader_wait(headroom_reader *reader, int timeout_ms);
+
+/*
+ * One scope's newest valid report. Fractions, not percentages (0.6 = 60 %).
+ * Set struct_size to sizeof(headroom_report) before the call: the library
+ * writes at most that many bytes (so a program built against an older, shorter
+ * struct keeps working) and sets struct_size to the number it wrote.
+ */
+typedef struct headroom_report {
+  uint32_t struct_size;
+  int32_t stale;                  /* 1: treat as no data (fail open); see the reason in err */
+  double cpu_utilization;         /* CPU demand over capacity; exceeds 1.0 when oversubscribed */
+  double mem_utilization;         /* [0, 1] */
+  double application_utilization; /* the composite headroom stands behind; can exceed 1.0 */
+  double rps_fractional;          /* requests per second (endpoint reports), else 0 */
+  double eps;                     /* errors per second (endpoint reports), else 0 */
+  uint64_t seq;                   /* increments on every publish; restarts at 1 with the agent */
+  int64_t timestamp_ms;           /* Unix time of the sample, milliseconds */
+  int64_t interval_ms;            /* the agent's sampling interval */
+  int64_t age_ms;                 /* now - timestamp_ms, at the call */
+  int32_t stopped;                /* 1: the agent shut down cleanly; values are frozen */
+  int32_t rejected;               /* 1: the current file is broken; these are the last valid values */
+} headroom_report;
+
+/*
+ * Fills *out for `scope` ("node", "endpoint.<name>"). Returns 0 (fresh) or 1
+ * (stale; err receives why), -ENOENT when the scope is unknown, -ENODATA
+ * when its file exists but never held a valid report (err says why), -EINVAL
+ * for NULL arguments or a struct_size smaller than the first two fields.
+ */
+HEADROOM_ORCA_API int headroom_reader_get(headroom_reader *reader, const char *scope, headroom_report *out,
+                                          char *err, size_t errlen);
+
+/*
+ * One entry of the report's `utilization` map ("cpu", "memory",
+ * "cpu.pressure", ...), or of `named_metrics` ("headroom.cpu.capacity", ...).
+ * Returns 0 (fresh) or 1 (stale) with *out set, -ENOENT when the scope or the
+ * key is absent, -ENODATA when the scope has no valid report, -EINVAL for NULL
+ * arguments.
+ */
+HEADROOM_ORCA_API int headroom_reader_utilization(headroom_reader *reader, const char *scope, const char *key,
+                                                  double *out);
+HEADROOM_ORCA_API int headroom_reader_named_metric(headroom_reader *reader, const char *scope, const char *key,
+                                                   double *out);
+
+/*
+ * Enumerates the known scopes, sorted; indexes are valid until the next
+ * process/wait call. headroom_reader_scope_count returns the number (or
+ * -EINVAL). headroom_reader_scope_name copies name `index` into buf like
+ * snprintf: returns its length (>= buflen means truncated), -ENOENT past the
+ * end, -EINVAL for NULL arguments.
+ */
+HEADROOM_ORCA_API int headroom_reader_scope_count(const headroom_reader *reader);
+HEADROOM_ORCA_API int headroom_reader_scope_name(const headroom_reader *reader, size_t index, char *buf,
+                                                 size_t buflen);
+
+/*
+ * Called from headroom_reader_process/wait once per changed scope, with the
+ * scope's name (valid during the call only). It may call headroom_reader_get
+ * and the other query functions, not process or wait. NULL removes it.
+ * Returns 0 or -EINVAL.
+ */
+typedef void (*headroom_reader_callback)(void *user, const char *scope);
+HEADROOM_ORCA_API int headroom_reader_set_callback(headroom_reader *reader, headroom_reader_callback callback,
+                                                   void *user);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HEADROOM_ORCA_H */

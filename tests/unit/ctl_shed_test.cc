@@ -1,0 +1,296 @@
+// `headroomctl shed` end to end: reports written with ReportFileWriter into a
+// temporary directory from literal values, the built binary (HEADROOMCTL_PATH)
+// run on them, its stdout, stderr and exit status checked.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "headroom/orca/report.h"
+#include "headroom/orca/report_writer.h"
+
+extern char** environ;
+
+namespace headroom {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct CtlRun {
+  int status = -1;  // exit code; 128 + signal when killed
+  std::string out, err;
+};
+
+CtlRun run_ctl(const std::vector<std::string>& args) {
+  CtlRun r;
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2 failed";
+    return r;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, err_pipe[1], STDERR_FILENO);
+  std::vector<std::string> argv_store = {HEADROOMCTL_PATH, "shed"};
+  argv_store.insert(argv_store.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_store) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, HEADROOMCTL_PATH, &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  if (rc != 0) {
+    ADD_FAILURE() << "posix_spawn " << HEADROOMCTL_PATH << ": " << rc;
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    return r;
+  }
+  // A hung child fails the test instead of hanging ctest.
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    if (Clock::now() > deadline) {
+      ADD_FAILURE() << "headroomctl did not finish within 30 s; stdout so far:\n" << r.out;
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    if (::poll(fds, 2, 50) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        (i == 0 ? r.out : r.err).append(buf, static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (auto& f : fds)
+    if (f.fd >= 0) ::close(f.fd);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+  return r;
+}
+
+int64_t unix_now_ms() {
+  using std::chrono::milliseconds;
+  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A report as headroomd writes it; timestamp_ms defaults to now.
+orca::Report report(double u, int64_t timestamp_ms = 0, double interval_ms = 60'000) {
+  orca::Report r;
+  r.set_cpu_utilization(u);
+  r.set_mem_utilization(0.3);
+  r.set_application_utilization(u);
+  (*r.mutable_utilization())["cpu"] = u > 1.0 ? 1.0 : u;
+  (*r.mutable_utilization())["memory"] = 0.3;
+  auto& nm = *r.mutable_named_metrics();
+  nm[std::string(orca::kTimestampMsKey)] = static_cast<double>(timestamp_ms != 0 ? timestamp_ms : unix_now_ms());
+  nm[std::string(orca::kSeqKey)] = 9;
+  // A long interval keeps the report fresh however slow the test machine is.
+  nm[std::string(orca::kIntervalMsKey)] = interval_ms;
+  return r;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+// The lines after "would be dropped right now": one per bucket or priority.
+std::vector<std::string> drop_lines(const std::string& out) {
+  std::vector<std::string> result;
+  bool in = false;
+  for (const auto& l : lines_of(out)) {
+    if (in) result.push_back(l);
+    if (l.rfind("would be dropped right now", 0) == 0) in = true;
+  }
+  return result;
+}
+
+// The drop line of one bucket, e.g. "  BULK        priorities 76-100   100.0 %".
+std::string bucket_line(const std::string& out, const std::string& bucket) {
+  for (const auto& l : drop_lines(out))
+    if (l.rfind("  " + bucket + " ", 0) == 0) return l;
+  return "<no " + bucket + " line in:\n" + out + ">";
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+class CtlShed : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "ctl_shed.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  void write(const std::string& name, const orca::Report& r) {
+    auto w = orca::ReportFileWriter::open(dir_);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    auto written = w->write(name, r);
+    ASSERT_TRUE(written.ok()) << written.error().message;
+  }
+  std::string dir_;
+};
+
+TEST_F(CtlShed, LowUtilizationShedsNothing) {
+  write("node.orca", report(0.35));
+  const CtlRun r = run_ctl({"--dir", dir_});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out.rfind(dir_ + "/node.orca: seq 9, ", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.find("STALE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("application_utilization   35.0 %"), std::string::npos) << r.out;
+  const auto drops = drop_lines(r.out);
+  ASSERT_EQ(drops.size(), 4u) << r.out;
+  for (const auto& l : drops) EXPECT_TRUE(ends_with(l, " 0.0 %")) << l;
+}
+
+TEST_F(CtlShed, SeventyPercentShedsBulkAndPartOfBestEffort) {
+  write("node.orca", report(0.7));
+  const CtlRun r = run_ctl({"--dir", dir_});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(ends_with(bucket_line(r.out, "BULK"), " 100.0 %")) << r.out;
+  EXPECT_TRUE(ends_with(bucket_line(r.out, "BEST_EFFORT"), " 12.5 %")) << r.out;  // middle of its third: 0.5^3
+  EXPECT_TRUE(ends_with(bucket_line(r.out, "DEGRADED"), " 0.0 %")) << r.out;
+  EXPECT_TRUE(ends_with(bucket_line(r.out, "CRITICAL"), " 0.0 %")) << r.out;
+  EXPECT_NE(bucket_line(r.out, "BULK").find("priorities 76-100"), std::string::npos);
+  EXPECT_NE(r.out.find("priority 1 is the most important, 100 the least"), std::string::npos) << r.out;
+}
+
+TEST_F(CtlShed, NinetyPercentShedsAllButALittleCritical) {
+  write("node.orca", report(0.9));
+  const CtlRun r = run_ctl({"--dir", dir_});
+  ASSERT_EQ(r.status, 0) << r.err;
+  // CRITICAL: ((0.9 - 0.8) / (1.5 - 0.8))^3 = 1/343 = 0.29 %.
+  EXPECT_TRUE(ends_with(bucket_line(r.out, "CRITICAL"), " 0.3 %")) << r.out;
+  for (const char* b : {"DEGRADED", "BEST_EFFORT", "BULK"})
+    EXPECT_TRUE(ends_with(bucket_line(r.out, b), " 100.0 %")) << r.out;
+  EXPECT_NE(r.out.find("everything at 150.0 %"), std::string::npos) << r.out;
+}
+
+TEST_F(CtlShed, OnePriority) {
+  write("node.orca", report(0.7));
+  CtlRun r = run_ctl({"--dir", dir_, "--priority", "90"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto drops = drop_lines(r.out);
+  ASSERT_EQ(drops.size(), 1u) << r.out;
+  EXPECT_EQ(drops[0], "  priority 90 (BULK)  100.0 %");
+
+  r = run_ctl({"--dir", dir_, "--priority", "best-effort"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  drops = drop_lines(r.out);
+  ASSERT_EQ(drops.size(), 1u) << r.out;
+  EXPECT_EQ(drops[0], "  BEST_EFFORT (priorities 51-75)  12.5 %");
+
+  r = run_ctl({"--dir", dir_, "--priority", "critical"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(drop_lines(r.out), std::vector<std::string>{"  CRITICAL (priorities 1-25)  0.0 %"});
+}
+
+TEST_F(CtlShed, BadArgumentsAreUsageErrors) {
+  write("node.orca", report(0.7));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--priority", "0"}, {"--priority", "101"}, {"--priority", "urgent"},
+        {"--signal", "cpu"}, {"--stale-policy", "maybe"}}) {
+    std::vector<std::string> full = {"--dir", dir_};
+    full.insert(full.end(), args.begin(), args.end());
+    const CtlRun r = run_ctl(full);
+    EXPECT_EQ(r.status, 64) << args[0] << " " << args[1] << "\n" << r.out;
+    EXPECT_NE(r.err.find(args[0]), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(CtlShed, ChosenSignalsAndScope) {
+  orca::Report r = report(0.5);
+  (*r.mutable_utilization())["io.pressure"] = 0.9;  // bounded: all_shed 1.0
+  write("endpoint.api.orca", r);
+  const CtlRun run = run_ctl({"--dir", dir_ + "/", "--scope", "endpoint.api", "--signal", "cpu_utilization",
+                              "--signal", "utilization.io.pressure", "--signal", "utilization.memory.pressure"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out.rfind(dir_ + "/endpoint.api.orca: ", 0), 0u) << run.out;
+  EXPECT_NE(run.out.find("utilization.memory.pressure  absent from the report"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("everything at 100.0 %"), std::string::npos) << run.out;
+  EXPECT_TRUE(ends_with(bucket_line(run.out, "CRITICAL"), " 12.5 %")) << run.out;  // io.pressure mid [0.8, 1]
+}
+
+TEST_F(CtlShed, StaleReportShedsNothing) {
+  write("node.orca", report(1.2, unix_now_ms() - 3'600'000, 100));  // an hour old
+  CtlRun r = run_ctl({"--dir", dir_});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("STALE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stale policy fail_open"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stale data sheds nothing"), std::string::npos) << r.out;
+  const auto drops = drop_lines(r.out);
+  ASSERT_EQ(drops.size(), 4u) << r.out;
+  for (const auto& l : drops) EXPECT_TRUE(ends_with(l, " 0.0 %")) << r.out;
+
+  // use_last keeps shedding on the last values, but never CRITICAL.
+  r = run_ctl({"--dir", dir_, "--stale-policy", "use_last"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("stale policy use_last"), std::string::npos) << r.out;
+  EXPECT_TRUE(ends_with(bucket_line(r.out, "CRITICAL"), " 0.0 %")) << r.out;
+  EXPECT_TRUE(ends_with(bucket_line(r.out, "BULK"), " 100.0 %")) << r.out;
+}
+
+TEST_F(CtlShed, StoppedAgentIsStale) {
+  orca::Report r = report(0.9);
+  (*r.mutable_named_metrics())[std::string(orca::kStoppedKey)] = 1;
+  write("node.orca", r);
+  const CtlRun run = run_ctl({"--dir", dir_});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("STALE"), std::string::npos) << run.out;
+  for (const auto& l : drop_lines(run.out)) EXPECT_TRUE(ends_with(l, " 0.0 %")) << run.out;
+}
+
+TEST_F(CtlShed, MissingFileNamesIt) {
+  const CtlRun r = run_ctl({"--dir", dir_, "--scope", "endpoint.nope"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find(dir_ + "/endpoint.nope.orca"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
+}
+
+TEST_F(CtlShed, CorruptFileNamesIt) {
+  auto w = orca::ReportFileWriter::open(dir_);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->write_bytes("node.orca", "\xff\xff\xff").ok());
+  const CtlRun r = run_ctl({"--dir", dir_});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(dir_ + "/node.orca"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace headroom
