@@ -16,12 +16,17 @@ trap 'rm -rf "$work"' EXIT
 
 case "$mode" in
 installed)
-  cmake --install "$build" --prefix "$work/prefix" >/dev/null
+  # Only orca/: the library, its headers and its .pc are all a consumer gets
+  # from the -dev package, and the rest of the tree need not be built.
+  cmake --install "$build/orca" --prefix "$work/prefix" >/dev/null
   export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig:$work/prefix/lib/$(gcc -print-multiarch)/pkgconfig"
   pkg-config --exists headroom-orca || { echo "FAIL: pkg-config does not find headroom-orca"; exit 1; }
   test -f "$work/prefix/include/headroom/orca/headroom_orca.h" || { echo "FAIL: headroom_orca.h not installed"; exit 1; }
   # shellcheck disable=SC2046
-  cc -std=c99 -Wall -Wextra -pedantic -Werror -o "$work/read_reports" "$src/examples/c/read_reports.c" \
+  # HEADROOM_EXTRA_CFLAGS: a sanitized build's flags (a program loading an
+  # ASan-instrumented library must itself be built with ASan).
+  # shellcheck disable=SC2086
+  cc -std=c99 -Wall -Wextra -pedantic -Werror ${HEADROOM_EXTRA_CFLAGS:-} -o "$work/read_reports" "$src/examples/c/read_reports.c" \
     $(pkg-config --cflags --libs headroom-orca) -Wl,-rpath,"$(pkg-config --variable=libdir headroom-orca)"
   example="$work/read_reports"
   ;;

@@ -11,7 +11,7 @@ src=$2
 extra=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake --install "$build" --prefix "$work/prefix" >/dev/null
+cmake --install "$build/orca" --prefix "$work/prefix" >/dev/null  # the library, headers, .proto and .pc only
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig:$work/prefix/lib/$(gcc -print-multiarch)/pkgconfig"
 pkg-config --exists headroom-orca || { echo "FAIL: pkg-config does not find headroom-orca"; exit 1; }
 test -f "$work/prefix/share/headroom/proto/xds/data/orca/v3/orca_load_report.proto" || { echo "FAIL: .proto not installed"; exit 1; }
