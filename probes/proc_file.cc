@@ -42,18 +42,14 @@ Result<std::string_view> ProcFile::read() {
   }
   if (buffer_.size() < kInitialBuffer) buffer_.resize(kInitialBuffer);
 
-  // Read until pread returns 0: a short read is not a promise of end of file.
+  // One pread from offset 0 takes the whole file: procfs and cgroupfs build a
+  // file's text on each read, so reading it in pieces could mix two
+  // generations (and a second pread at an offset regenerates the whole text
+  // just to skip it). A read that fills the buffer may have been cut: grow the
+  // buffer and read the whole file again.
   size_t used = 0;
   for (;;) {
-    if (used == buffer_.size()) {
-      if (buffer_.size() >= kMaxBuffer) {
-        ::close(std::exchange(fd_, -1));
-        return system_error(EFBIG, "read " + path_);
-      }
-      buffer_.resize(buffer_.size() * 2);
-    }
-    const ssize_t n = ::pread(fd_, buffer_.data() + used, buffer_.size() - used, static_cast<off_t>(used));
-    if (n == 0) break;
+    const ssize_t n = ::pread(fd_, buffer_.data(), buffer_.size(), 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
@@ -62,7 +58,13 @@ Result<std::string_view> ProcFile::read() {
       ::close(std::exchange(fd_, -1));
       return system_error(err, "read " + path_);
     }
-    used += static_cast<size_t>(n);
+    used = static_cast<size_t>(n);
+    if (used < buffer_.size()) break;
+    if (buffer_.size() >= kMaxBuffer) {
+      ::close(std::exchange(fd_, -1));
+      return system_error(EFBIG, "read " + path_);
+    }
+    buffer_.resize(buffer_.size() * 2);
   }
   return std::string_view(buffer_.data(), used);
 }

@@ -17,35 +17,32 @@ bool valid_name(std::string_view name) {
          name.find('\0') == std::string_view::npos && name.size() < 200;
 }
 
-std::string temporary_name(std::string_view name) {
-  std::string tmp = ".";
-  tmp += name;
-  tmp += '.';
-  tmp += std::to_string(::getpid());
-  tmp += ".tmp";
-  return tmp;
-}
+// Checking that the directory path still names the directory we hold costs a
+// path walk; a removed directory is noticed at once anyway (creating a file in
+// it fails with ENOENT), so only a directory renamed away waits for this.
+constexpr unsigned kDirectoryCheckEvery = 16;
 
 bool is_temporary_name(std::string_view n) {
   return n.size() > 5 && n.front() == '.' && n.ends_with(".tmp");
 }
 
-Result<void> write_all(int fd, std::string_view bytes, const std::string& what) {
+// Returns 0 or the errno of the failed write.
+int write_all(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
     ssize_t n = ::write(fd, bytes.data(), bytes.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return system_error(errno, "write " + what);
+      return errno;
     }
     bytes.remove_prefix(static_cast<std::size_t>(n));
   }
-  return {};
+  return 0;
 }
 
 }  // namespace
 
 ReportFileWriter::ReportFileWriter(std::string dir, int dirfd, WriterOptions options)
-    : dir_(std::move(dir)), dirfd_(dirfd), options_(options) {
+    : dir_(std::move(dir)), dirfd_(dirfd), options_(options), tmp_suffix_("." + std::to_string(::getpid()) + ".tmp") {
   struct stat st{};
   if (::fstat(dirfd_, &st) == 0) {
     dev_ = st.st_dev;
@@ -61,7 +58,10 @@ Result<ReportFileWriter> ReportFileWriter::open(std::string dir, WriterOptions o
 
 ReportFileWriter::ReportFileWriter(ReportFileWriter&& o) noexcept
     : dir_(std::move(o.dir_)), dirfd_(o.dirfd_), dev_(o.dev_), ino_(o.ino_), options_(o.options_),
-      buffer_(std::move(o.buffer_)) {
+      buffer_(std::move(o.buffer_)), tmp_name_(std::move(o.tmp_name_)),
+      final_name_(std::move(o.final_name_)), tmp_suffix_(std::move(o.tmp_suffix_)),
+      writes_(o.writes_), check_directory_(o.check_directory_), mode_known_(o.mode_known_),
+      need_fchmod_(o.need_fchmod_) {
   o.dirfd_ = -1;
 }
 
@@ -74,6 +74,13 @@ ReportFileWriter& ReportFileWriter::operator=(ReportFileWriter&& o) noexcept {
     ino_ = o.ino_;
     options_ = o.options_;
     buffer_ = std::move(o.buffer_);
+    tmp_name_ = std::move(o.tmp_name_);
+    final_name_ = std::move(o.final_name_);
+    tmp_suffix_ = std::move(o.tmp_suffix_);
+    writes_ = o.writes_;
+    check_directory_ = o.check_directory_;
+    mode_known_ = o.mode_known_;
+    need_fchmod_ = o.need_fchmod_;
     o.dirfd_ = -1;
   }
   return *this;
@@ -110,34 +117,59 @@ Result<void> ReportFileWriter::write(std::string_view name, const Report& report
 
 Result<void> ReportFileWriter::write_bytes(std::string_view name, std::string_view bytes) {
   if (!valid_name(name)) return logic_error("invalid report file name \"" + std::string(name) + "\"");
-  if (auto d = ensure_directory_current(); !d) return d;
-  const std::string final_name(name);
-  const std::string tmp = temporary_name(name);
-  const std::string where = dir_ + "/" + tmp;
+  if (check_directory_ || ++writes_ % kDirectoryCheckEvery == 0) {
+    if (auto d = ensure_directory_current(); !d) {
+      check_directory_ = true;  // the caller may recreate it; look again next time
+      return d;
+    }
+    check_directory_ = false;
+  }
+  tmp_name_.assign(".");
+  tmp_name_.append(name);
+  tmp_name_.append(tmp_suffix_);
+  const char* tmp = tmp_name_.c_str();
 
-  int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-  int fd = ::openat(dirfd_, tmp.c_str(), flags, options_.mode);
+  constexpr int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::openat(dirfd_, tmp, flags, options_.mode);
+  if (fd < 0 && errno == ENOENT) {
+    // Our directory was removed: follow the path to whatever is there now.
+    if (auto d = ensure_directory_current(); !d) {
+      check_directory_ = true;
+      return d;
+    }
+    fd = ::openat(dirfd_, tmp, flags, options_.mode);
+  }
   if (fd < 0 && errno == EEXIST) {
     // Left behind by a crash of a process that had our pid, or planted. Remove the
     // name itself (unlinkat never follows a symlink) and try once more.
-    ::unlinkat(dirfd_, tmp.c_str(), 0);
-    fd = ::openat(dirfd_, tmp.c_str(), flags, options_.mode);
+    ::unlinkat(dirfd_, tmp, 0);
+    fd = ::openat(dirfd_, tmp, flags, options_.mode);
   }
-  if (fd < 0) return system_error(errno, "create " + where);
+  if (fd < 0) return system_error(errno, "create " + dir_ + "/" + tmp_name_);
 
   auto fail = [&](Error e) -> Result<void> {
     if (fd >= 0) ::close(fd);
-    ::unlinkat(dirfd_, tmp.c_str(), 0);
+    ::unlinkat(dirfd_, tmp, 0);
     return e;
   };
-  if (::fchmod(fd, options_.mode) != 0) return fail(system_error(errno, "chmod " + where));
-  if (auto w = write_all(fd, bytes, where); !w) return fail(w.error());
-  if (options_.fsync && ::fsync(fd) != 0) return fail(system_error(errno, "fsync " + where));
+  const auto where = [&] { return dir_ + "/" + tmp_name_; };
+  // The umask may strip bits from the mode given to openat; look once whether
+  // it does, and pay for fchmod on every publish only if so.
+  if (!mode_known_) {
+    struct stat st{};
+    if (::fstat(fd, &st) != 0) return fail(system_error(errno, "stat " + where()));
+    need_fchmod_ = (st.st_mode & 07777) != options_.mode;
+    mode_known_ = true;
+  }
+  if (need_fchmod_ && ::fchmod(fd, options_.mode) != 0) return fail(system_error(errno, "chmod " + where()));
+  if (int err = write_all(fd, bytes); err != 0) return fail(system_error(err, "write " + where()));
+  if (options_.fsync && ::fsync(fd) != 0) return fail(system_error(errno, "fsync " + where()));
   int rc = ::close(fd);
   fd = -1;
-  if (rc != 0) return fail(system_error(errno, "close " + where));
-  if (::renameat(dirfd_, tmp.c_str(), dirfd_, final_name.c_str()) != 0)
-    return fail(system_error(errno, "rename " + where + " to " + final_name));
+  if (rc != 0) return fail(system_error(errno, "close " + where()));
+  final_name_.assign(name);  // NUL-terminated for renameat, without allocating
+  if (::renameat(dirfd_, tmp, dirfd_, final_name_.c_str()) != 0)
+    return fail(system_error(errno, "rename " + where() + " to " + final_name_));
   if (options_.fsync && ::fsync(dirfd_) != 0) return system_error(errno, "fsync directory " + dir_);
   return {};
 }

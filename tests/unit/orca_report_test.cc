@@ -136,6 +136,22 @@ TEST(ReportFileWriter, FollowsADirectoryThatWasRemovedAndRecreated) {
   EXPECT_EQ(metadata_of(*read_report_file(d + "/node.orca"))->seq, 2u);
 }
 
+TEST(ReportFileWriter, FollowsThePathWhenTheDirectoryIsRenamedAway) {
+  TempDir parent;
+  const std::string d = parent / "orca";
+  std::filesystem::create_directory(d);
+  auto w = ReportFileWriter::open(d);
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(w->write("node.orca", sample_report(1)));
+  std::filesystem::rename(d, parent / "old");
+  std::filesystem::create_directory(d);
+  // The path is checked every few publishes, not on each (it costs a path walk).
+  uint64_t seq = 2;
+  for (; seq < 40 && !std::filesystem::exists(d + "/node.orca"); ++seq) ASSERT_TRUE(w->write("node.orca", sample_report(seq)));
+  ASSERT_TRUE(std::filesystem::exists(d + "/node.orca")) << "never followed the path";
+  EXPECT_LE(seq, 2u + 16u);
+}
+
 TEST(ReportFileWriter, RemovesStaleTemporaries) {
   TempDir dir;
   dir.write(".node.orca.12345.tmp", "partial");

@@ -54,7 +54,14 @@ class ReportFileWriter {
   dev_t dev_ = 0;
   ino_t ino_ = 0;
   WriterOptions options_;
-  std::string buffer_;  // reused serialization buffer: no allocation per publish
+  std::string buffer_;    // reused serialization buffer: no allocation per publish
+  std::string tmp_name_;    // reused name buffers
+  std::string final_name_;
+  std::string tmp_suffix_;  // ".<pid>.tmp", fixed at open: one writer per process
+  unsigned writes_ = 0;
+  bool check_directory_ = false;  // verify the path still names our directory
+  bool mode_known_ = false;       // whether the umask leaves options_.mode intact is known
+  bool need_fchmod_ = true;
 };
 
 }  // namespace headroom::orca
