@@ -15,4 +15,10 @@ apt-get install -y -q --no-install-recommends \
   libsystemd-dev libbpf-dev \
   libcli11-dev libtomlplusplus-dev \
   libgtest-dev libgmock-dev \
-  python3-protobuf
+  python3-protobuf \
+  systemd systemd-container debootstrap \
+  rpm lintian dpkg-dev file fakeroot
+# The last two lines are for the packaging tests (tests/packaging/): systemd
+# for systemd-analyze, systemd-container + debootstrap to boot a real systemd
+# in a container, rpm (rpmbuild for CPack, rpm -qp checks), lintian, dpkg-dev
+# (dpkg-shlibdeps for CPACK_DEBIAN_PACKAGE_SHLIBDEPS) and file (CPack's strip step).
