@@ -2,9 +2,7 @@
 // temporary directory from literal values, the built binary (HEADROOMCTL_PATH)
 // run on them, its stdout, stderr and exit status checked.
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,14 +19,13 @@
 
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_writer.h"
+#include "process.h"
 
-extern char** environ;
 
 namespace headroom {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 struct CtlRun {
   int status = -1;  // exit code; 128 + signal when killed
@@ -36,63 +33,13 @@ struct CtlRun {
 };
 
 CtlRun run_ctl(const std::vector<std::string>& args) {
-  CtlRun r;
-  int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe2 failed";
-    return r;
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, err_pipe[1], STDERR_FILENO);
-  std::vector<std::string> argv_store = {HEADROOMCTL_PATH, "shed"};
-  argv_store.insert(argv_store.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_store) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, HEADROOMCTL_PATH, &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  if (rc != 0) {
-    ADD_FAILURE() << "posix_spawn " << HEADROOMCTL_PATH << ": " << rc;
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
-    return r;
-  }
-  // A hung child fails the test instead of hanging ctest.
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    if (Clock::now() > deadline) {
-      ADD_FAILURE() << "headroomctl did not finish within 30 s; stdout so far:\n" << r.out;
-      ::kill(pid, SIGKILL);
-      break;
-    }
-    if (::poll(fds, 2, 50) < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) {
-        (i == 0 ? r.out : r.err).append(buf, static_cast<std::size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  for (auto& f : fds)
-    if (f.fd >= 0) ::close(f.fd);
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-  return r;
+  static const testing::TempDir logs;
+  std::vector<std::string> argv = {HEADROOMCTL_PATH, "shed"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  // A hung child fails the test instead of hanging ctest (run() kills it).
+  auto r = testing::run(argv, logs, std::chrono::seconds(30));
+  if (r.code < 0) ADD_FAILURE() << "headroomctl did not finish within 30 s";
+  return {r.code, r.out, r.err};
 }
 
 int64_t unix_now_ms() {
