@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 namespace headroom::testing {
 
@@ -29,13 +30,16 @@ class TempDir {
   const std::string& path() const { return path_; }
   std::string operator/(const std::string& name) const { return path_ + "/" + name; }
 
-  // Writes `content` to a file below the directory, creating parent directories.
-  std::string write(const std::string& name, const std::string& content) const {
+  // Writes `content` to a file below the directory, creating parent
+  // directories. An existing file is rewritten in place (same inode), as the
+  // kernel's files change under an open descriptor.
+  std::string write(const std::string& name, std::string_view content) const {
     const std::string p = *this / name;
     std::filesystem::create_directories(std::filesystem::path(p).parent_path());
     std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
     return p;
   }
+  void mkdir(const std::string& name) const { std::filesystem::create_directories(*this / name); }
 
  private:
   std::string path_;

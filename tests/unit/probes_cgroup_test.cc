@@ -1,6 +1,8 @@
 // CgroupProbe on the v2 and v1 fixture trees (tests/fixtures/sys-cgroup{2,1})
 // and on temporary trees for the layouts and failures the fixtures lack.
 #include <gtest/gtest.h>
+
+#include "temp_dir.h"
 #include <stdlib.h>
 
 #include <cerrno>
@@ -17,32 +19,7 @@ namespace {
 const std::string kV2 = std::string(HEADROOM_FIXTURES) + "/sys-cgroup2";
 const std::string kV1 = std::string(HEADROOM_FIXTURES) + "/sys-cgroup1";
 
-// A scratch sys root removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "headroom-cgroup-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string write(const std::string& rel, std::string_view content) const {
-    const std::filesystem::path p = std::filesystem::path(path_) / rel;
-    std::filesystem::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
-    return p.string();
-  }
-  void mkdir(const std::string& rel) const { std::filesystem::create_directories(std::filesystem::path(path_) / rel); }
-
- private:
-  std::string path_;
-};
+using headroom::testing::TempDir;
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;

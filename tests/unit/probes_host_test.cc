@@ -1,6 +1,8 @@
 // ProcFile and the host probes: on the fixture proc tree (tests/fixtures/proc),
 // on temporary files, and once on this machine's real /proc.
 #include <gtest/gtest.h>
+
+#include "temp_dir.h"
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,32 +21,7 @@ namespace {
 
 const std::string kProc = std::string(HEADROOM_FIXTURES) + "/proc";
 
-// A scratch directory removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "headroom-probes-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  // Writes in place (truncate, same inode), as the kernel's files change.
-  std::string write(const std::string& rel, std::string_view content) const {
-    const std::filesystem::path p = std::filesystem::path(path_) / rel;
-    std::filesystem::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
-    return p.string();
-  }
-
- private:
-  std::string path_;
-};
+using headroom::testing::TempDir;
 
 // ------------------------------------------------------------------ ProcFile
 
