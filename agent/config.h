@@ -4,6 +4,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <variant>
@@ -43,6 +45,35 @@ struct EnvoyBridgeConfig {
   bool operator==(const EnvoyBridgeConfig&) const = default;
 };
 
+// One [[endpoint]] (or --endpoint): a TCP listening port on this machine,
+// optionally narrowed to an HTTP/1.x path prefix, with its latency SLO. Its
+// report is endpoint.<name>.orca (docs/endpoints.md).
+inline constexpr std::size_t kMaxEndpoints = 256;          // the eBPF maps are sized for this
+inline constexpr std::size_t kMaxPathsPerPort = 16;        // endpoints with a path on one port
+inline constexpr std::size_t kMaxEndpointPathBytes = 63;   // path prefix length
+inline constexpr std::size_t kMaxEndpointNameBytes = 64;
+
+// Signal keys of an endpoint report's utilization map.
+inline constexpr std::string_view kSignalSloTarget = "latency.slo_target";
+inline constexpr std::string_view kSignalSloMax = "latency.slo_max";
+inline constexpr std::string_view kSignalConcurrency = "concurrency";
+
+struct EndpointConfig {
+  std::string name;   // [A-Za-z0-9_.-], 1..64 bytes, unique; not "." or ".."
+  uint16_t port = 0;  // 1..65535
+  std::string path;   // empty: every request on the port; else starts with '/', printable ASCII, no spaces
+  std::chrono::nanoseconds target{0};  // SLO target, > 0
+  std::chrono::nanoseconds max{0};     // SLO max, >= target
+  uint32_t max_concurrency = 0;        // 0: not declared (no concurrency signal)
+
+  bool operator==(const EndpointConfig&) const = default;
+};
+
+// [agent] ebpf: "auto" loads the eBPF endpoint probes when endpoints are
+// declared (and degrades to procfs-only with one error when it cannot);
+// "off" never loads them (headroomd --no-ebpf).
+enum class EbpfMode { automatic, off };
+
 struct Config {
   // [agent]
   std::chrono::nanoseconds interval = std::chrono::milliseconds(100);
@@ -52,6 +83,7 @@ struct Config {
   std::string sys_root = "/sys";
   LogLevel log_level = LogLevel::info;
   bool fsync = false;
+  EbpfMode ebpf = EbpfMode::automatic;
 
   // [node]
   std::string cgroup;  // empty: the host; otherwise relative to the cgroup root
@@ -62,8 +94,15 @@ struct Config {
   CompositeMethod composite = CompositeMethod::max;
   std::map<std::string, double> weights;  // signal -> weight in [0, 1]; missing = 1 (1 is not stored)
 
+  // node.include_endpoints: each endpoint's composite joins the node's
+  // composite as signal "endpoint.<name>".
+  bool include_endpoints = false;
+
   // [[envoy]]
   std::vector<EnvoyBridgeConfig> envoy;
+
+  // [[endpoint]], then each --endpoint flag
+  std::vector<EndpointConfig> endpoints;
 
   bool signal_enabled(std::string_view key) const;
   double weight(std::string_view key) const;
@@ -90,6 +129,14 @@ std::variant<Config, ConfigError> load_config(const std::string& path);
 // "100ms", "1s", "1.5s", "250us", "2m" -> nanoseconds. Returns nullopt on bad syntax.
 std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text);
 std::string format_duration(std::chrono::nanoseconds d);
+
+// --endpoint 'name=api,port=8080,path=/play,target=10ms,max=500ms,max_concurrency=64'
+// -> one endpoint, checked like an [[endpoint]] table. The error names the key.
+std::variant<EndpointConfig, std::string> parse_endpoint_flag(std::string_view text);
+// Checks a complete list (file entries then flags): unique names, no two
+// endpoints with the same port and path, the limits above. `file` is used in
+// messages only.
+std::optional<ConfigError> validate_endpoints(const std::vector<EndpointConfig>& endpoints, const std::string& file);
 
 const char* log_level_name(LogLevel level);
 std::optional<LogLevel> parse_log_level(std::string_view text);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/config.h"
 
@@ -16,6 +17,8 @@ namespace headroom::agent {
 struct Overrides {
   std::optional<std::string> orca_dir, proc_root, sys_root;
   std::optional<LogLevel> log_level;
+  std::vector<EndpointConfig> endpoints;  // --endpoint, appended after the file's [[endpoint]]s
+  bool no_ebpf = false;                   // --no-ebpf: agent.ebpf = "off"
 };
 void apply_overrides(Config& config, const Overrides& overrides);
 

@@ -1,0 +1,108 @@
+/* What the eBPF endpoint programs (endpoint.bpf.c) and headroomd share: map
+ * layouts and the latency histogram's bucket arithmetic. Plain C with fixed
+ * width types, so the BPF side (clang -target bpf, vmlinux.h types) and the
+ * C++ side (<linux/types.h>) compile the same definitions. */
+#ifndef HEADROOM_PROBES_EBPF_ENDPOINT_ABI_H
+#define HEADROOM_PROBES_EBPF_ENDPOINT_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define HR_MAX_ENDPOINTS 256        /* endpoint indexes 0..255 */
+#define HR_MAX_PATHS_PER_PORT 16    /* endpoints with a path prefix on one port */
+#define HR_PATH_BYTES 64            /* prefix bytes incl. room for a NUL; prefix <= 63 */
+#define HR_PEEK_BYTES 64            /* bytes of a request/response looked at */
+#define HR_NO_ENDPOINT 0xffffffffu  /* a request on a traced port that no endpoint claims */
+
+#define HR_MAX_INFLIGHT 65536       /* requests in flight tracked at once (LRU) */
+#define HR_MAX_THREADS 16384        /* syscalls between enter and exit (LRU) */
+#define HR_MAX_PROCS 4096           /* server processes traced (LRU) */
+#define HR_MAX_PORTS 256
+
+/* Latency histogram: log-linear over 256 ns units. Values below 16 units
+ * (4.096 us) get one bucket per unit; above, 16 buckets per power of two, so
+ * a bucket is at most 1/16 of its lower bound wide. The top bucket holds
+ * everything from 2^40 units (about 78 hours) up. */
+#define HR_HIST_UNIT_SHIFT 8
+#define HR_HIST_SUB_BITS 4
+#define HR_HIST_SUB (1u << HR_HIST_SUB_BITS)
+#define HR_HIST_MAX_MSB 39
+#define HR_HIST_BUCKETS ((HR_HIST_MAX_MSB - HR_HIST_SUB_BITS + 2) * HR_HIST_SUB) /* 592 */
+
+/* Position of the highest set bit of a non-zero value (0..63). */
+static inline __u32 hr_msb64(__u64 v) {
+  __u32 r = 0;
+  if (v >> 32) { v >>= 32; r += 32; }
+  if (v >> 16) { v >>= 16; r += 16; }
+  if (v >> 8) { v >>= 8; r += 8; }
+  if (v >> 4) { v >>= 4; r += 4; }
+  if (v >> 2) { v >>= 2; r += 2; }
+  if (v >> 1) { r += 1; }
+  return r;
+}
+
+static inline __u32 hr_hist_bucket(__u64 ns) {
+  __u64 u = ns >> HR_HIST_UNIT_SHIFT;
+  if (u < HR_HIST_SUB) return (__u32)u;
+  __u32 m = hr_msb64(u);
+  if (m > HR_HIST_MAX_MSB) return HR_HIST_BUCKETS - 1;
+  return (m - HR_HIST_SUB_BITS + 1) * HR_HIST_SUB + (__u32)((u >> (m - HR_HIST_SUB_BITS)) & (HR_HIST_SUB - 1));
+}
+
+/* Lower bound of a bucket in ns; bucket b covers [lower(b), lower(b + 1)). */
+static inline __u64 hr_hist_lower_ns(__u32 b) {
+  if (b < HR_HIST_SUB) return (__u64)b << HR_HIST_UNIT_SHIFT;
+  __u32 octave = b / HR_HIST_SUB - 1; /* 0 for msb == SUB_BITS */
+  __u64 sub = b % HR_HIST_SUB;
+  return ((HR_HIST_SUB + sub) << octave) << HR_HIST_UNIT_SHIFT;
+}
+
+/* ports map: local TCP port (host order) -> which endpoints live there. */
+struct hr_port {
+  __u32 generic_ep;                       /* endpoint without a path, or HR_NO_ENDPOINT */
+  __u32 n_paths;                          /* entries used in path_eps */
+  __u32 path_eps[HR_MAX_PATHS_PER_PORT];  /* endpoints with a path prefix */
+};
+
+/* endpoints array: index -> SLO and path prefix. */
+struct hr_endpoint {
+  __u64 target_ns;
+  __u64 max_ns;
+  __u32 path_len; /* 0: no path */
+  __u32 pad;
+  char path[HR_PATH_BYTES];
+};
+
+/* stats per-CPU array: index -> counters since load. User space sums CPUs and
+ * takes differences between ticks (u64 wrap-around is harmless). */
+struct hr_stats {
+  __u64 started;     /* requests seen coming in */
+  __u64 completed;   /* first byte of a response written */
+  __u64 errors;      /* responses "HTTP/1.x 5xx" */
+  __u64 over_target; /* completed or aborted, latency > target */
+  __u64 over_max;    /* completed or aborted, latency > max */
+  __u64 aborted;     /* connection closed with a request in flight */
+  __u64 busy_ns;     /* sum of the latencies of completed and aborted requests */
+};
+
+/* hist per-CPU array: endpoint index -> counts per bucket (u32, differences wrap). */
+struct hr_hist {
+  __u32 counts[HR_HIST_BUCKETS];
+};
+
+/* inflight LRU hash: struct sock * -> the request it carries now. A connection
+ * without an entry is idle: keep-alive connections cost nothing between requests. */
+struct hr_inflight {
+  __u64 start_ns; /* bpf_ktime_get_ns() when the request came in */
+  __u32 ep;       /* endpoint index or HR_NO_ENDPOINT */
+  __u32 port;     /* local port */
+};
+
+/* config array, one entry. */
+struct hr_config {
+  __u32 enabled; /* 0: every program returns at once */
+  __u32 self_tgid;
+};
+
+#endif
