@@ -65,13 +65,17 @@ struct hr_port {
   __u32 path_eps[HR_MAX_PATHS_PER_PORT];  /* endpoints with a path prefix */
 };
 
-/* endpoints array: index -> SLO and path prefix. */
+/* endpoints array: index -> SLO and path prefix. The prefix is stored as
+ * 8-byte words (native byte order) with a mask of the bytes that count, so the
+ * kernel compares a word at a time. */
+#define HR_PATH_WORDS (HR_PATH_BYTES / 8)
 struct hr_endpoint {
   __u64 target_ns;
   __u64 max_ns;
   __u32 path_len; /* 0: no path */
   __u32 pad;
-  char path[HR_PATH_BYTES];
+  __u64 path_words[HR_PATH_WORDS];
+  __u64 path_mask[HR_PATH_WORDS];
 };
 
 /* stats per-CPU array: index -> counters since load. User space sums CPUs and

@@ -1,0 +1,101 @@
+// The eBPF endpoint probe (probes/ebpf/endpoint.bpf.c): loads and attaches
+// the programs, configures the endpoints, and reads what the kernel has
+// aggregated. RAII: destroying the probe detaches everything.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "headroom/orca/result.h"
+// The ABI header is C, shared with the BPF program.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wold-style-cast"
+#pragma GCC diagnostic ignored "-Wconversion"
+#pragma GCC diagnostic ignored "-Wuseless-cast"
+#include "probes/ebpf/endpoint_abi.h"
+#pragma GCC diagnostic pop
+
+namespace headroom::probes {
+
+struct EndpointSpec {
+  uint16_t port = 0;
+  std::string path;  // empty: the port's endpoint for every request no path claims
+  uint64_t target_ns = 0;
+  uint64_t max_ns = 0;
+};
+
+struct EndpointProbeOptions {
+  std::string proc_root = "/proc";  // for the start-up scan of existing servers
+  std::string sys_root = "/sys";    // for /sys/kernel/btf/vmlinux
+  pid_t self = 0;                   // never traced; 0: getpid()
+};
+
+// Counters of one endpoint since the probe was loaded (sums over CPUs; they
+// wrap modulo 2^64 and 2^32, so take differences), plus the requests in
+// flight right now.
+struct EndpointTotals {
+  hr_stats stats{};
+  std::array<uint32_t, HR_HIST_BUCKETS> hist{};
+  uint64_t inflight = 0;              // requests in flight now
+  uint64_t inflight_over_target = 0;  // ... already older than the SLO target
+  uint64_t inflight_over_max = 0;     // ... already older than the SLO max
+  uint64_t inflight_age_ns = 0;       // sum of their ages
+};
+
+struct EndpointSnapshot {
+  int64_t at_ns = 0;  // CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns()
+  std::vector<EndpointTotals> endpoints;  // in EndpointSpec order
+  uint64_t inflight_unclaimed = 0;        // requests on traced ports no endpoint claims
+};
+
+class EndpointProbe {
+ public:
+  // Checks the kernel (BTF, permissions), loads the best programs that load
+  // (BTF tracepoints, else raw tracepoints), fills the maps, attaches, and
+  // finds the servers already running. The error says what is missing and
+  // what to do.
+  static Result<std::unique_ptr<EndpointProbe>> open(const std::vector<EndpointSpec>& endpoints,
+                                                     const EndpointProbeOptions& options);
+  ~EndpointProbe();
+  EndpointProbe(const EndpointProbe&) = delete;
+  EndpointProbe& operator=(const EndpointProbe&) = delete;
+
+  // Reads every endpoint's counters and walks the in-flight requests.
+  Result<void> read(EndpointSnapshot& out);
+
+  // Traces this process's sockets from now on (tests; the probe finds
+  // servers by themselves through accept/listen and the start-up scan).
+  Result<void> trace_process(pid_t tgid);
+
+  // "tp_btf" or "raw_tp": which programs are attached.
+  const std::string& attach_kind() const { return kind_; }
+  // Processes traced right now (the procs map), for status lines and tests.
+  std::size_t traced_processes() const;
+  // Bytes of kernel memory the maps take, from their sizes (docs/endpoints.md).
+  uint64_t map_bytes() const { return map_bytes_; }
+
+ private:
+  struct Skeleton;
+  EndpointProbe() = default;
+  Result<void> configure(const std::vector<EndpointSpec>& endpoints);
+  void scan_existing_servers(const EndpointProbeOptions& options);
+
+  std::unique_ptr<Skeleton> skel_;
+  std::string kind_;
+  std::vector<EndpointSpec> specs_;
+  std::vector<EndpointTotals> cache_;  // hist is re-read only when completed moved
+  uint64_t map_bytes_ = 0;
+  int ncpu_ = 1;
+  // scratch for reads
+  std::vector<hr_stats> stats_buf_;
+  std::vector<hr_hist> hist_buf_;
+  std::vector<uint64_t> keys_;
+  std::vector<hr_inflight> vals_;
+};
+
+}  // namespace headroom::probes
