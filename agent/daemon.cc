@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "agent/endpoint_sampler.h"
 #include "agent/logging.h"
 #include "agent/normalize.h"
 #include "agent/report_builder.h"
@@ -55,6 +56,7 @@ struct Bridge {
 struct Pipeline {
   Config config;
   std::unique_ptr<NodeSampler> sampler;
+  std::unique_ptr<EndpointSampler> endpoints;  // [[endpoint]]s, eBPF
   std::unique_ptr<publishers::OrcaDirPublisher> publisher;
   std::vector<Bridge> bridges;  // the node-scope [[envoy]] entries, in file order
   Smoother smoother{1.0};
@@ -71,6 +73,7 @@ std::variant<Pipeline, BuildError> build_pipeline(Config config) {
   auto sampler = NodeSampler::create(config);
   if (!sampler) return BuildError{BuildFailure::config, "node.cgroup: " + sampler.error().message};
   p.sampler = std::move(sampler.value());
+  p.endpoints = std::make_unique<EndpointSampler>(config);
   const auto alpha = ewma_alpha(config.interval.count(), config.smoothing.count());
   p.smoother = Smoother(alpha);
   auto pub = publishers::OrcaDirPublisher::open(config.orca_dir, orca::WriterOptions{0644, config.fsync});
@@ -130,6 +133,8 @@ class Agent {
     if (!stopped) {
       last_ = p_.sampler->sample(now);
       smooth(p_.smoother, last_);
+      p_.endpoints->sample(now);
+      if (p_.config.include_endpoints) add_endpoint_signals();
     }
     if (!have_baseline_) {
       have_baseline_ = true;
@@ -149,9 +154,42 @@ class Agent {
     }
     if (publish_failing_) spdlog::info("publishing {}/node.orca again", p_.publisher->dir());
     publish_failing_ = false;
+    publish_endpoints(meta);
     ++published_;
     return true;
   }
+
+  // endpoint.<name>.orca for each endpoint; a failure is logged once per
+  // change, like node.orca's, and never holds up the others.
+  void publish_endpoints(const ReportMeta& meta) {
+    bool failing = false;
+    std::string first_error;
+    for (const auto& e : p_.endpoints->endpoints()) {
+      std::optional<EndpointSignals> signals;
+      if (p_.endpoints->running() && e.have_signals) signals = e.window.signals(e.config);
+      const auto report = build_endpoint_report(e.config, signals ? &*signals : nullptr, meta);
+      if (auto r = p_.publisher->publish(endpoint_scope(e.config.name), report); !r) {
+        if (!failing) first_error = r.error().message;
+        failing = true;
+      }
+    }
+    if (failing && !endpoints_failing_)
+      spdlog::error("cannot publish endpoint reports into {}: {}; the previous reports stay in place",
+                    p_.publisher->dir(), first_error);
+    if (!failing && endpoints_failing_) spdlog::info("publishing endpoint reports again");
+    endpoints_failing_ = failing;
+  }
+
+  // node.include_endpoints: each endpoint's composite as "endpoint.<name>".
+  void add_endpoint_signals() {
+    if (!p_.endpoints->running()) return;
+    for (const auto& e : p_.endpoints->endpoints()) {
+      if (!e.have_signals) continue;
+      if (auto v = endpoint_composite(e.window.signals(e.config))) last_.signals["endpoint." + e.config.name] = *v;
+    }
+  }
+
+  static std::string endpoint_scope(const std::string& name) { return "endpoint." + name; }
 
   // Clean stop: the final report marked stopped, then every bridge's neutral
   // value, since Envoy would otherwise keep the last pressure for ever.
@@ -174,7 +212,19 @@ class Agent {
     for (const auto& b : removed)
       spdlog::info("Envoy bridge {} removed from the configuration; writing its neutral value", b.bridge->file());
     publish_bridges(removed, nullptr, true);
+    // Endpoint reports whose endpoint is gone would only go stale: remove them.
+    for (const auto& old : p_.config.endpoints) {
+      const bool kept = std::any_of(next.config.endpoints.begin(), next.config.endpoints.end(),
+                                    [&](const EndpointConfig& n) { return n.name == old.name; });
+      if (kept) continue;
+      if (auto r = next.publisher->remove(endpoint_scope(old.name)); !r)
+        spdlog::warn("endpoint {} removed from the configuration, but its report stays: {}", old.name,
+                     r.error().message);
+      else
+        spdlog::info("endpoint {} removed from the configuration; removed its report", old.name);
+    }
     next.sampler->sample(monotonic_ns());
+    next.endpoints->sample(monotonic_ns());
     const bool same_smoothing =
         next.config.interval == p_.config.interval && next.config.smoothing == p_.config.smoothing;
     if (same_smoothing) next.smoother = std::move(p_.smoother);
@@ -182,6 +232,7 @@ class Agent {
   }
 
   const Config& config() const { return p_.config; }
+  const EndpointSampler& endpoints() const { return *p_.endpoints; }
   uint64_t published() const { return published_; }
 
  private:
@@ -189,13 +240,17 @@ class Agent {
   NodeSample last_;
   bool have_baseline_ = false;
   bool publish_failing_ = false;
+  bool endpoints_failing_ = false;
   uint64_t seq_ = 0;
   uint64_t published_ = 0;
 };
 
 std::string status_line(const Agent& a) {
   const auto& c = a.config();
-  return "STATUS=publishing node.orca to " + c.orca_dir + " every " + format_duration(c.interval) +
+  std::string s = "STATUS=publishing node.orca";
+  if (!c.endpoints.empty())
+    s += " and " + std::to_string(c.endpoints.size()) + " endpoint report(s) (" + a.endpoints().status() + ")";
+  return s + " to " + c.orca_dir + " every " + format_duration(c.interval) +
          (c.cgroup.empty() ? std::string(" (host)") : " (cgroup " + c.cgroup + ")");
 }
 
@@ -219,6 +274,8 @@ void apply_overrides(Config& c, const Overrides& o) {
   if (o.proc_root) c.proc_root = *o.proc_root;
   if (o.sys_root) c.sys_root = *o.sys_root;
   if (o.log_level) c.log_level = *o.log_level;
+  c.endpoints.insert(c.endpoints.end(), o.endpoints.begin(), o.endpoints.end());
+  if (o.no_ebpf) c.ebpf = EbpfMode::off;
 }
 
 std::variant<Config, ConfigError> load_effective_config(const DaemonOptions& options) {
@@ -229,7 +286,12 @@ std::variant<Config, ConfigError> load_effective_config(const DaemonOptions& opt
   } else {
     loaded = load_config(options.config_path);
   }
-  if (auto* c = std::get_if<Config>(&loaded)) apply_overrides(*c, options.overrides);
+  if (auto* c = std::get_if<Config>(&loaded)) {
+    apply_overrides(*c, options.overrides);
+    // The file's endpoints were checked on their own; now with the flags'.
+    if (!options.overrides.endpoints.empty())
+      if (auto e = validate_endpoints(c->endpoints, "--endpoint")) return *e;
+  }
   return loaded;
 }
 

@@ -2,6 +2,15 @@
 
 namespace headroom::agent {
 
+namespace {
+void add_meta(google::protobuf::Map<std::string, double>& nm, const ReportMeta& meta) {
+  nm[std::string(orca::kTimestampMsKey)] = static_cast<double>(meta.timestamp_ms);
+  nm[std::string(orca::kSeqKey)] = static_cast<double>(meta.seq);
+  nm[std::string(orca::kIntervalMsKey)] = static_cast<double>(meta.interval_ms);
+  if (meta.stopped) nm[std::string(orca::kStoppedKey)] = 1.0;
+}
+}  // namespace
+
 void smooth(Smoother& smoother, NodeSample& sample) {
   for (auto key : kNodeSignals) {
     auto it = sample.signals.find(key);
@@ -16,7 +25,8 @@ orca::Report build_node_report(const NodeSample& sample, const Config& config, c
   orca::Report r;
   std::vector<std::pair<double, double>> parts;
   for (const auto& [key, value] : sample.signals) {
-    if (!config.signal_enabled(key)) continue;
+    const bool endpoint_signal = config.include_endpoints && key.starts_with("endpoint.");
+    if (!config.signal_enabled(key) && !endpoint_signal) continue;
     (*r.mutable_utilization())[key] = clamp01(value);
     parts.emplace_back(value < 0 ? 0.0 : value, config.weight(key));
   }
@@ -29,10 +39,36 @@ orca::Report build_node_report(const NodeSample& sample, const Config& config, c
 
   auto& nm = *r.mutable_named_metrics();
   for (const auto& [key, value] : sample.raw) nm[key] = value;
-  nm[std::string(orca::kTimestampMsKey)] = static_cast<double>(meta.timestamp_ms);
-  nm[std::string(orca::kSeqKey)] = static_cast<double>(meta.seq);
-  nm[std::string(orca::kIntervalMsKey)] = static_cast<double>(meta.interval_ms);
-  if (meta.stopped) nm[std::string(orca::kStoppedKey)] = 1.0;
+  add_meta(nm, meta);
+  return r;
+}
+
+orca::Report build_endpoint_report(const EndpointConfig& endpoint, const EndpointSignals* s, const ReportMeta& meta) {
+  orca::Report r;
+  auto& nm = *r.mutable_named_metrics();
+  if (s == nullptr) {
+    nm[std::string(kEbpfUnavailableKey)] = 1.0;
+    add_meta(nm, meta);
+    return r;
+  }
+  auto& u = *r.mutable_utilization();
+  if (s->share_over_target) u[std::string(kSignalSloTarget)] = clamp01(*s->share_over_target);
+  if (s->share_over_max) u[std::string(kSignalSloMax)] = clamp01(*s->share_over_max);
+  if (s->concurrency) u[std::string(kSignalConcurrency)] = clamp01(*s->concurrency);
+  if (auto app = endpoint_composite(*s)) r.set_application_utilization(*app);
+  r.set_rps_fractional(s->rps);
+  r.set_eps(s->eps);
+  nm["headroom.inflight"] = s->inflight_now;
+  nm["headroom.inflight.avg"] = s->inflight_avg;
+  if (s->concurrency) nm["headroom.concurrency"] = *s->concurrency;
+  if (s->p50_ms) nm["headroom.latency.p50_ms"] = *s->p50_ms;
+  if (s->p90_ms) nm["headroom.latency.p90_ms"] = *s->p90_ms;
+  if (s->p99_ms) nm["headroom.latency.p99_ms"] = *s->p99_ms;
+  nm["headroom.window.requests"] = static_cast<double>(s->window_requests);
+  nm["headroom.window.seconds"] = s->window_seconds;
+  nm["headroom.slo.target_ms"] = static_cast<double>(endpoint.target.count()) / 1e6;
+  nm["headroom.slo.max_ms"] = static_cast<double>(endpoint.max.count()) / 1e6;
+  add_meta(nm, meta);
   return r;
 }
 

@@ -12,7 +12,7 @@ apt-get install -y -q --no-install-recommends \
   ca-certificates cmake g++ make pkgconf \
   protobuf-compiler libprotobuf-dev \
   libspdlog-dev libfmt-dev \
-  libsystemd-dev libbpf-dev \
+  libsystemd-dev libbpf-dev clang llvm bpftool \
   libcli11-dev libtomlplusplus-dev \
   libgtest-dev libgmock-dev \
   python3-protobuf \

@@ -48,4 +48,10 @@ Result<void> OrcaDirPublisher::publish(std::string_view scope, const orca::Repor
   return r;
 }
 
+Result<void> OrcaDirPublisher::remove(std::string_view scope) {
+  const std::string path = writer_.dir() + "/" + std::string(scope) + std::string(orca::kReportSuffix);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return system_error(errno, "cannot remove " + path);
+  return {};
+}
+
 }  // namespace headroom::publishers

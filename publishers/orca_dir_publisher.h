@@ -21,6 +21,10 @@ class OrcaDirPublisher {
   // removed while running. On failure the previous file is left as it was.
   Result<void> publish(std::string_view scope, const orca::Report& report);
 
+  // Removes "<scope>.orca" (a scope the configuration no longer has). A file
+  // that is already gone is not an error.
+  Result<void> remove(std::string_view scope);
+
   const std::string& dir() const { return writer_.dir(); }
 
  private:
