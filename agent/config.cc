@@ -36,10 +36,12 @@ using namespace std::string_view_literals;
 // ---------------------------------------------------------------------------
 // Schema
 
-constexpr std::string_view kTopKeys[] = {"agent", "node", "envoy"};
+constexpr std::string_view kTopKeys[] = {"agent", "node", "envoy", "endpoint"};
 constexpr std::string_view kAgentKeys[] = {"interval",  "smoothing", "orca_dir", "proc_root",
-                                           "sys_root",  "log_level", "fsync"};
-constexpr std::string_view kNodeKeys[] = {"cgroup", "cgroup_version", "signals", "composite", "weights"};
+                                           "sys_root",  "log_level", "fsync",    "ebpf"};
+constexpr std::string_view kNodeKeys[] = {"cgroup",    "cgroup_version", "signals",
+                                          "composite", "weights",        "include_endpoints"};
+constexpr std::string_view kEbpfModes[] = {"auto", "off"};
 constexpr std::string_view kCompositeNames[] = {"max", "mean"};
 constexpr std::string_view kEnvoyKeys[] = {"scope", "value", "file", "neutral"};
 constexpr std::string_view kEnvoyScopes[] = {"node"};
@@ -52,6 +54,12 @@ constexpr std::string_view kEnvoyValues[] = {
 constexpr std::string_view kEnvoyValueSignals[] = {"", "cpu", "memory", "cpu", "memory", "cpu.pressure",
                                                    "memory.pressure", "io.pressure"};
 static_assert(std::size(kEnvoyValues) == std::size(kEnvoyValueSignals));
+// [[endpoint]] keys, and the same keys of --endpoint.
+constexpr std::string_view kEndpointKeys[] = {"name", "port", "path", "target", "max", "max_concurrency"};
+constexpr std::int64_t kMaxConcurrencyLimit = 1'000'000;
+constexpr std::string_view kEndpointFlagForm =
+    "name=NAME,port=PORT[,path=/PREFIX],target=DURATION,max=DURATION[,max_concurrency=N]";
+constexpr std::string_view kEndpointFlagExample = "name=api,port=8080,path=/play,target=10ms,max=500ms";
 // Indexed by LogLevel.
 constexpr std::string_view kLogLevelNames[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 
@@ -277,6 +285,183 @@ std::variant<std::chrono::nanoseconds, std::string> parse_duration_explained(std
   return std::chrono::nanoseconds(total);
 }
 
+// The message for a duration parse_duration_explained refused.
+std::string invalid_duration(std::string_view text, std::string_view reason) {
+  return "invalid duration " + quote(text) + ": " + std::string(reason) +
+         "; write a number and a unit (ns, us, ms, s, m, h) without spaces, e.g. \"100ms\" or \"1.5s\"";
+}
+
+// ---------------------------------------------------------------------------
+// Endpoints: the checks an [[endpoint]] table and an --endpoint flag share.
+// Each returns why a value is refused, or nullopt when it is fine.
+
+bool endpoint_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+         c == '-';
+}
+
+// One byte for a message: "\"/\"" when printable ASCII, else "byte 0xC3".
+std::string describe_byte(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if (u > 0x20 && u < 0x7f) return quote(std::string_view(&c, 1));
+  if (u == 0x20) return "a space";
+  constexpr char kHex[] = "0123456789ABCDEF";
+  return std::string("byte 0x") + kHex[u >> 4] + kHex[u & 0xf];
+}
+
+std::optional<std::string> endpoint_name_error(std::string_view name) {
+  if (name.empty()) return std::string("must not be empty; give a short name such as \"api\"");
+  if (name.size() > kMaxEndpointNameBytes)
+    return "is " + std::to_string(name.size()) + " bytes long; at most " + std::to_string(kMaxEndpointNameBytes) +
+           " are allowed";
+  if (name == "." || name == "..")
+    return std::string("must not be \".\" or \"..\" (the report file is endpoint.<name>.orca); give a short name such as \"api\"");
+  for (char c : name) {
+    if (!endpoint_name_char(c))
+      return quote(name) + " contains " + describe_byte(c) +
+             "; a name may contain only letters, digits, \"_\", \".\" and \"-\" (it names the report file "
+             "endpoint.<name>.orca)";
+  }
+  return std::nullopt;
+}
+
+bool path_byte_ok(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u > 0x20 && u < 0x7f;
+}
+
+std::optional<std::string> endpoint_path_error(std::string_view path) {
+  if (path.empty())
+    return std::string(
+        "must not be empty; leave path out to count every request on the port, or give a prefix such as \"/api\"");
+  if (path.front() != '/') {
+    const std::string fixed = "/" + std::string(path);
+    return "must start with \"/\", got " + quote(path) +
+           (std::all_of(path.begin(), path.end(), path_byte_ok) ? "; write " + quote(fixed) : std::string());
+  }
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path_byte_ok(path[i])) continue;
+    // Requests carry such bytes percent-encoded; show the prefix that way.
+    std::string encoded;
+    constexpr char kHex[] = "0123456789ABCDEF";
+    for (char c : path) {
+      if (path_byte_ok(c)) {
+        encoded += c;
+      } else {
+        const auto u = static_cast<unsigned char>(c);
+        encoded += '%';
+        encoded += kHex[u >> 4];
+        encoded += kHex[u & 0xf];
+      }
+    }
+    return "must be printable ASCII without spaces, but contains " + describe_byte(path[i]) + " at offset " +
+           std::to_string(i) + "; requests carry such bytes percent-encoded, so write " + quote(encoded);
+  }
+  if (path.size() > kMaxEndpointPathBytes)
+    return "is " + std::to_string(path.size()) + " bytes long; a path prefix may be at most " +
+           std::to_string(kMaxEndpointPathBytes) + " bytes (the probe compares that much of each request's path)";
+  return std::nullopt;
+}
+
+std::optional<std::string> endpoint_port_error(std::int64_t port, std::string_view shown) {
+  if (port >= 1 && port <= 65535) return std::nullopt;
+  return "must be a TCP port in 1..65535, got " + std::string(shown);
+}
+
+std::optional<std::string> max_concurrency_error(std::int64_t n, std::string_view shown) {
+  if (n >= 1 && n <= kMaxConcurrencyLimit) return std::nullopt;
+  return "must be in 1.." + std::to_string(kMaxConcurrencyLimit) + ", got " + std::string(shown) +
+         "; leave max_concurrency out when the service has no concurrency limit";
+}
+
+std::optional<std::string> endpoint_target_error(std::chrono::nanoseconds target) {
+  if (target.count() > 0) return std::nullopt;
+  return "must be greater than 0, got " + quote(format_duration(target)) +
+         "; give the latency the endpoint aims for, e.g. \"10ms\"";
+}
+
+std::optional<std::string> endpoint_max_error(std::chrono::nanoseconds max, std::chrono::nanoseconds target) {
+  if (max >= target) return std::nullopt;
+  return "must be at least target (" + quote(format_duration(target)) + "), got " + quote(format_duration(max)) +
+         "; max is the latency no request should exceed, target the one the endpoint aims for";
+}
+
+// A problem of the list as a whole, found at entry `index`. When it clashes
+// with an earlier entry `other`, the caller puts its description of that
+// entry ("endpoint[0] at line 3") where the message says kOtherEntry.
+constexpr std::string_view kOtherEntry = "{other}";
+struct EndpointListIssue {
+  std::size_t index = 0;
+  std::string_view field;  // "name", "port", "path", or "" for the entry as a whole
+  std::optional<std::size_t> other;
+  std::string message;
+
+  std::string message_with(std::string_view other_entry) const {
+    std::string out = message;
+    if (const auto at = out.find(kOtherEntry); at != std::string::npos) out.replace(at, kOtherEntry.size(), other_entry);
+    return out;
+  }
+};
+
+std::optional<EndpointListIssue> endpoint_list_issue(const std::vector<EndpointConfig>& eps) {
+  for (std::size_t i = 0; i < eps.size(); ++i) {
+    const EndpointConfig& e = eps[i];
+    if (i >= kMaxEndpoints) {
+      return EndpointListIssue{i, "", std::nullopt,
+                               "is endpoint number " + std::to_string(i + 1) + "; at most " +
+                                   std::to_string(kMaxEndpoints) + " endpoints are supported (the eBPF maps are sized for " +
+                                   std::to_string(kMaxEndpoints) + "); remove some, or merge some under a shorter path prefix"};
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (eps[j].name == e.name)
+        return EndpointListIssue{i, "name", j,
+                                 "duplicate name " + quote(e.name) + " (already used by " + std::string(kOtherEntry) +
+                                     "); each endpoint needs its own name (it names the report file endpoint." + e.name +
+                                     ".orca)"};
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (eps[j].port != e.port || eps[j].path != e.path) continue;
+      if (e.path.empty())
+        return EndpointListIssue{i, "port", j,
+                                 "port " + std::to_string(e.port) + " already has an endpoint without a path (" +
+                                     std::string(kOtherEntry) +
+                                     "); a port has at most one endpoint without a path: give one of them a path, "
+                                     "or remove one"};
+      return EndpointListIssue{i, "path", j,
+                               "duplicate port " + std::to_string(e.port) + " and path " + quote(e.path) +
+                                   " (already used by " + std::string(kOtherEntry) +
+                                   "); each port and path prefix belongs to one endpoint: remove one or change its path"};
+    }
+    if (!e.path.empty()) {
+      const auto on_port = static_cast<std::size_t>(std::count_if(
+          eps.begin(), eps.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+          [&](const EndpointConfig& o) { return o.port == e.port && !o.path.empty(); }));
+      if (on_port > kMaxPathsPerPort)
+        return EndpointListIssue{
+            i, "path", std::nullopt,
+            "is endpoint number " + std::to_string(on_port) + " with a path on port " + std::to_string(e.port) +
+                "; at most " + std::to_string(kMaxPathsPerPort) +
+                " endpoints with a path are supported per port; merge some of them under a shorter common prefix"};
+    }
+  }
+  return std::nullopt;
+}
+
+// Each field of one entry on its own, for validate_endpoints on a list built
+// elsewhere: the key ("name", ...) and the message of the first bad field.
+std::optional<std::pair<std::string_view, std::string>> endpoint_field_issue(const EndpointConfig& e) {
+  if (auto m = endpoint_name_error(e.name)) return std::pair("name"sv, std::move(*m));
+  if (auto m = endpoint_port_error(e.port, std::to_string(e.port))) return std::pair("port"sv, std::move(*m));
+  if (!e.path.empty())
+    if (auto m = endpoint_path_error(e.path)) return std::pair("path"sv, std::move(*m));
+  if (auto m = endpoint_target_error(e.target)) return std::pair("target"sv, std::move(*m));
+  if (auto m = endpoint_max_error(e.max, e.target)) return std::pair("max"sv, std::move(*m));
+  if (e.max_concurrency != 0)
+    if (auto m = max_concurrency_error(e.max_concurrency, std::to_string(e.max_concurrency)))
+      return std::pair("max_concurrency"sv, std::move(*m));
+  return std::nullopt;
+}
+
 // ---------------------------------------------------------------------------
 // The compiler: TOML tree -> Config, collecting errors.
 
@@ -294,6 +479,8 @@ class Compiler {
         if (const auto* t = require_table(v, key)) node(*t);
       } else if (name == "envoy") {
         envoy(v, key);
+      } else if (name == "endpoint") {
+        endpoints(v, key);
       } else {
         unknown(k, v, kTopSection);
       }
@@ -350,6 +537,8 @@ class Compiler {
           config_.fsync = b->get();
         else
           type_error(v, key, "a boolean (true or false)");
+      } else if (name == "ebpf") {
+        ebpf(v, key);
       } else {
         unknown(k, v, kAgentSection);
       }
@@ -377,10 +566,43 @@ class Compiler {
         }
       } else if (name == "weights") {
         if (const auto* w = require_table(v, key)) weights(*w);
+      } else if (name == "include_endpoints") {
+        if (const auto* b = v.as_boolean())
+          config_.include_endpoints = b->get();
+        else
+          type_error(v, key, "a boolean (true or false)");
       } else {
         unknown(k, v, kNodeSection);
       }
     }
+  }
+
+  void ebpf(const toml::node& v, const std::string& key) {
+    const auto* s = v.as_string();
+    if (s == nullptr) {
+      std::string hint;
+      if (const auto* b = v.as_boolean()) hint = b->get() ? "; write ebpf = \"auto\"" : "; write ebpf = \"off\"";
+      error(v, key, "expected \"auto\" or \"off\", got " + describe(v) + hint);
+      return;
+    }
+    const std::string& mode = s->get();
+    if (mode == "auto") {
+      config_.ebpf = EbpfMode::automatic;
+      return;
+    }
+    if (mode == "off") {
+      config_.ebpf = EbpfMode::off;
+      return;
+    }
+    // "on" is one edit from "off": never suggest the opposite of what was meant.
+    std::string hint;
+    for (std::string_view yes : {"on"sv, "true"sv, "yes"sv, "enable"sv, "enabled"sv, "1"sv})
+      if (edit_distance(mode, yes) == 0)
+        hint = "; write \"auto\": the probes are loaded whenever endpoints are declared";
+    for (std::string_view no : {"false"sv, "no"sv, "disable"sv, "disabled"sv, "0"sv, "none"sv})
+      if (edit_distance(mode, no) == 0) hint = "; write \"off\"";
+    if (hint.empty()) hint = choices(mode, kEbpfModes, "modes");
+    error(v, key, "unknown mode " + quote(mode) + hint);
   }
 
   void cgroup(const toml::node& v, const std::string& key) {
@@ -528,6 +750,164 @@ class Compiler {
       if (w != 1.0) out.emplace(std::string(name), w);
     }
     if (ok) config_.weights = std::move(out);
+  }
+
+  // -- [[endpoint]] ---------------------------------------------------------
+
+  // Where an entry's keys were given, for messages about the whole list.
+  struct EndpointPlaces {
+    toml::source_region entry, name, port, path;
+  };
+
+  void endpoints(const toml::node& v, const std::string& key) {
+    const auto* arr = v.as_array();
+    if (arr == nullptr) {
+      std::string hint = "an array of tables: one [[endpoint]] section per endpoint";
+      if (v.is_table()) hint += " (write [[endpoint]] with two brackets, not [endpoint])";
+      type_error(v, key, hint);
+      return;
+    }
+    std::vector<EndpointConfig> out;
+    std::vector<EndpointPlaces> places;
+    bool ok = true;
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      const toml::node& e = *arr->get(i);
+      const std::string ekey = key + "[" + std::to_string(i) + "]";
+      const auto* t = e.as_table();
+      if (t == nullptr) {
+        type_error(e, ekey, "a table with keys " + join(kEndpointKeys));
+        ok = false;
+        continue;
+      }
+      EndpointPlaces p;
+      p.entry = t->source();
+      if (auto entry = endpoint_entry(*t, ekey, p)) {
+        out.push_back(std::move(*entry));
+        places.push_back(p);
+      } else {
+        ok = false;
+      }
+    }
+    // The list as a whole, once every entry is valid on its own (--endpoint
+    // flags are checked again with these by validate_endpoints).
+    if (!ok) return;
+    if (auto issue = endpoint_list_issue(out)) {
+      const EndpointPlaces& p = places[issue->index];
+      const toml::source_region& where = issue->field == "name"   ? p.name
+                                         : issue->field == "port" ? p.port
+                                         : issue->field == "path" ? p.path
+                                                                  : p.entry;
+      std::string other;
+      if (issue->other)
+        other = key + "[" + std::to_string(*issue->other) + "] at line " +
+                std::to_string(places[*issue->other].entry.begin.line);
+      const std::string ikey =
+          key + "[" + std::to_string(issue->index) + "]" + (issue->field.empty() ? "" : "." + std::string(issue->field));
+      error(where, ikey, issue->message_with(other));
+      return;
+    }
+    config_.endpoints = std::move(out);
+  }
+
+  // One [[endpoint]] table; nullopt after reporting its errors.
+  std::optional<EndpointConfig> endpoint_entry(const toml::table& t, const std::string& ekey, EndpointPlaces& places) {
+    EndpointConfig c;
+    bool ok = true;
+    bool has_name = false, has_port = false, has_target = false, has_max = false;
+    std::optional<std::chrono::nanoseconds> target, max;
+    toml::source_region max_place;
+    const auto fail = [&](const toml::node& v, const std::string& key, std::optional<std::string> message) {
+      if (!message) return false;
+      error(v, key, std::move(*message));
+      ok = false;
+      return true;
+    };
+    for (auto&& [k, v] : t) {
+      const std::string_view name = k.str();
+      const std::string key = ekey + "." + key_part(name);
+      if (name == "name") {
+        has_name = true;
+        if (const auto* s = require_string(v, key, "a name string such as \"api\"")) {
+          if (!fail(v, key, endpoint_name_error(s->get()))) {
+            c.name = s->get();
+            places.name = v.source();
+          }
+        } else {
+          ok = false;
+        }
+      } else if (name == "port") {
+        has_port = true;
+        if (const auto* i = v.as_integer()) {
+          if (!fail(v, key, endpoint_port_error(i->get(), std::to_string(i->get())))) {
+            c.port = static_cast<uint16_t>(i->get());
+            places.port = v.source();
+          }
+        } else {
+          type_error(v, key, "an integer TCP port such as 8080");
+          ok = false;
+        }
+      } else if (name == "path") {
+        if (const auto* s = require_string(v, key, "a path prefix string such as \"/api\"")) {
+          if (!fail(v, key, endpoint_path_error(s->get()))) {
+            c.path = s->get();
+            places.path = v.source();
+          }
+        } else {
+          ok = false;
+        }
+      } else if (name == "target") {
+        has_target = true;
+        if (auto d = duration(v, key)) {
+          if (!fail(v, key, endpoint_target_error(*d))) target = *d;
+        } else {
+          ok = false;
+        }
+      } else if (name == "max") {
+        has_max = true;
+        if (auto d = duration(v, key)) {
+          max = *d;
+          max_place = v.source();
+        } else {
+          ok = false;
+        }
+      } else if (name == "max_concurrency") {
+        if (const auto* i = v.as_integer()) {
+          if (!fail(v, key, max_concurrency_error(i->get(), std::to_string(i->get()))))
+            c.max_concurrency = static_cast<uint32_t>(i->get());
+        } else {
+          type_error(v, key, "an integer such as 64");
+          ok = false;
+        }
+      } else {
+        error(k.source(), key,
+              "unknown key " + quote(name) + " in [[endpoint]]" +
+                  (nearest(name, kEndpointKeys) ? did_you_mean(name, kEndpointKeys)
+                                                : "; valid keys in [[endpoint]] are " + join(kEndpointKeys)));
+        ok = false;
+      }
+    }
+    if (target && max) {
+      if (auto m = endpoint_max_error(*max, *target)) {
+        error(max_place, ekey + ".max", std::move(*m));
+        ok = false;
+      }
+    }
+    // Missing keys are reported at the [[endpoint]] header.
+    const std::pair<bool, std::pair<std::string_view, std::string_view>> required[] = {
+        {has_name, {"name", "a short name such as name = \"api\"; the report is endpoint.<name>.orca"}},
+        {has_port, {"port", "the TCP port the service listens on, e.g. port = 8080"}},
+        {has_target, {"target", "the latency the endpoint aims for, e.g. target = \"10ms\""}},
+        {has_max, {"max", "the latency no request should exceed, at least target, e.g. max = \"500ms\""}},
+    };
+    for (const auto& [present, what] : required) {
+      if (present) continue;
+      error(t.source(), ekey + "." + std::string(what.first), "is required: " + std::string(what.second));
+      ok = false;
+    }
+    if (!ok) return std::nullopt;
+    c.target = *target;
+    c.max = *max;
+    return c;
   }
 
   // -- [[envoy]] ------------------------------------------------------------
@@ -736,9 +1116,7 @@ class Compiler {
     if (s == nullptr) return std::nullopt;
     auto parsed = parse_duration_explained(s->get());
     if (auto* reason = std::get_if<std::string>(&parsed)) {
-      error(v, key,
-            "invalid duration " + quote(s->get()) + ": " + *reason +
-                "; write a number and a unit (ns, us, ms, s, m, h) without spaces, e.g. \"100ms\" or \"1.5s\"");
+      error(v, key, invalid_duration(s->get(), *reason));
       return std::nullopt;
     }
     return std::get<std::chrono::nanoseconds>(parsed);
@@ -905,6 +1283,135 @@ std::variant<Config, ConfigError> load_config(const std::string& path) {
   }
   ::close(fd);
   return parse_config(text, path);
+}
+
+// ---------------------------------------------------------------------------
+// Endpoints from the command line, and the merged list
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::string expected_form() {
+  return "expected " + std::string(kEndpointFlagForm) + ", e.g. " + std::string(kEndpointFlagExample);
+}
+
+// A whole decimal integer; nullopt for anything else. Out-of-range values
+// saturate so that the range check reports them.
+std::optional<std::int64_t> flag_integer(std::string_view text) {
+  std::int64_t n = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ptr != text.data() + text.size() || text.empty()) return std::nullopt;
+  if (ec == std::errc::result_out_of_range)
+    return text.front() == '-' ? std::numeric_limits<std::int64_t>::min() : std::numeric_limits<std::int64_t>::max();
+  if (ec != std::errc()) return std::nullopt;
+  return n;
+}
+
+}  // namespace
+
+std::variant<EndpointConfig, std::string> parse_endpoint_flag(std::string_view text) {
+  if (trim(text).empty()) return "is empty; " + expected_form();
+  EndpointConfig c;
+  std::vector<std::string_view> seen;
+  std::optional<std::chrono::nanoseconds> target, max;
+  const auto field_error = [](std::string_view key, const std::string& message) {
+    return std::string(key) + ": " + message;
+  };
+  std::size_t pos = 0;
+  for (;;) {
+    std::size_t comma = text.find(',', pos);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string_view item = trim(text.substr(pos, comma - pos));
+    const bool last = comma == text.size();
+    pos = comma + 1;
+    if (item.empty()) {
+      if (last) return "ends with a comma; " + expected_form();
+      return "has an empty item between two commas; " + expected_form();
+    }
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos)
+      return quote(item) + " is not key=value; " + expected_form();
+    const std::string_view key = trim(item.substr(0, eq));
+    const std::string_view value = trim(item.substr(eq + 1));
+    const auto known = std::find(std::begin(kEndpointKeys), std::end(kEndpointKeys), key);
+    if (known == std::end(kEndpointKeys)) {
+      const std::string hint = did_you_mean(key, kEndpointKeys);
+      return "unknown key " + quote(key) + (hint.empty() ? "; valid keys are " + join(kEndpointKeys) : hint) + " " +
+             (hint.empty() ? "(" + expected_form() + ")" : "Expected " + std::string(kEndpointFlagForm));
+    }
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      return "duplicate key " + quote(key) + "; give each key once, " + expected_form();
+    seen.push_back(*known);
+
+    if (key == "name") {
+      if (auto m = endpoint_name_error(value)) return field_error(key, *m);
+      c.name = std::string(value);
+    } else if (key == "port") {
+      const auto n = flag_integer(value);
+      if (!n) return field_error(key, "expected an integer TCP port such as 8080, got " + quote(value));
+      if (auto m = endpoint_port_error(*n, value)) return field_error(key, *m);
+      c.port = static_cast<uint16_t>(*n);
+    } else if (key == "path") {
+      if (auto m = endpoint_path_error(value)) return field_error(key, *m);
+      c.path = std::string(value);
+    } else if (key == "target" || key == "max") {
+      auto parsed = parse_duration_explained(value);
+      if (auto* reason = std::get_if<std::string>(&parsed)) return field_error(key, invalid_duration(value, *reason));
+      const auto d = std::get<std::chrono::nanoseconds>(parsed);
+      if (key == "target") {
+        if (auto m = endpoint_target_error(d)) return field_error(key, *m);
+        target = d;
+      } else {
+        max = d;
+      }
+    } else {  // max_concurrency
+      const auto n = flag_integer(value);
+      if (!n) return field_error(key, "expected an integer such as 64, got " + quote(value));
+      if (auto m = max_concurrency_error(*n, value)) return field_error(key, *m);
+      c.max_concurrency = static_cast<uint32_t>(*n);
+    }
+    if (last) break;
+  }
+
+  std::vector<std::string_view> missing;
+  for (std::string_view required : {"name"sv, "port"sv, "target"sv, "max"sv})
+    if (std::find(seen.begin(), seen.end(), required) == seen.end()) missing.push_back(required);
+  if (!missing.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < missing.size(); ++i) list += (i > 0 ? ", " : "") + quote(missing[i]);
+    return std::string(missing.size() == 1 ? "missing key " : "missing keys ") + list + "; " + expected_form();
+  }
+  if (auto m = endpoint_max_error(*max, *target)) return field_error("max", *m);
+  c.target = *target;
+  c.max = *max;
+  return c;
+}
+
+std::optional<ConfigError> validate_endpoints(const std::vector<EndpointConfig>& endpoints, const std::string& file) {
+  const auto make = [&](std::size_t index, std::string_view field, std::string message) {
+    ConfigError e;
+    e.file = file;
+    e.key = "endpoint[" + std::to_string(index) + "]" + (field.empty() ? "" : "." + std::string(field));
+    e.message = std::move(message);
+    return e;
+  };
+  // Entries are numbered in list order: the file's [[endpoint]]s, then each --endpoint.
+  for (std::size_t i = 0; i < endpoints.size(); ++i)
+    if (auto issue = endpoint_field_issue(endpoints[i])) return make(i, issue->first, std::move(issue->second));
+  if (auto issue = endpoint_list_issue(endpoints)) {
+    std::string other;
+    if (issue->other) {
+      const EndpointConfig& o = endpoints[*issue->other];
+      other = "endpoint[" + std::to_string(*issue->other) + "], " + quote(o.name) + " on port " + std::to_string(o.port);
+    }
+    return make(issue->index, issue->field, issue->message_with(other));
+  }
+  return std::nullopt;
 }
 
 // ---------------------------------------------------------------------------

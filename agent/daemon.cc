@@ -166,7 +166,10 @@ class Agent {
     std::string first_error;
     for (const auto& e : p_.endpoints->endpoints()) {
       std::optional<EndpointSignals> signals;
-      if (p_.endpoints->running() && e.have_signals) signals = e.window.signals(e.config);
+      if (p_.endpoints->running() && e.have_signals) {
+        signals = e.window.signals(e.config);
+        signals->pending = static_cast<double>(e.pending);
+      }
       const auto report = build_endpoint_report(e.config, signals ? &*signals : nullptr, meta);
       if (auto r = p_.publisher->publish(endpoint_scope(e.config.name), report); !r) {
         if (!failing) first_error = r.error().message;

@@ -29,8 +29,11 @@ EndpointSampler::EndpointSampler(const Config& config) {
     return;
   }
   probe_ = std::move(probe.value());
-  spdlog::info("eBPF endpoint probe attached ({}; {} endpoint(s); maps {:.1f} MiB; {} server process(es) found)",
-               probe_->attach_kind(), endpoints_.size(), static_cast<double>(probe_->map_bytes()) / (1 << 20),
+  spdlog::info("eBPF endpoint probe attached ({}{}; {} endpoint(s); maps {:.1f} MiB; {} server process(es) found)",
+               probe_->attach_kind(),
+               probe_->sees_arrival() ? ", request arrival seen"
+                                      : ", no sock:sk_data_ready (kernel < 6.6): requests start when read",
+               endpoints_.size(), static_cast<double>(probe_->map_bytes()) / (1 << 20),
                probe_->traced_processes());
 }
 
@@ -60,8 +63,11 @@ void EndpointSampler::sample(int64_t monotonic_ns) {
     for (std::size_t i = 0; i < endpoints_.size(); ++i) {
       const auto& a = prev_.endpoints[i];
       const auto& b = cur_.endpoints[i];
-      endpoints_[i].window.add(interval_between(a, prev_.at_ns, b, cur_.at_ns), b.inflight, b.inflight_over_target,
-                               b.inflight_over_max);
+      // Requests waiting to be read are late like those being served.
+      endpoints_[i].window.add(interval_between(a, prev_.at_ns, b, cur_.at_ns), b.inflight,
+                               b.inflight_over_target + b.pending_over_target,
+                               b.inflight_over_max + b.pending_over_max);
+      endpoints_[i].pending = b.pending;
       endpoints_[i].have_signals = true;
     }
   }

@@ -27,6 +27,7 @@ class EndpointSampler {
     EndpointConfig config;
     EndpointWindow window;
     bool have_signals = false;
+    uint64_t pending = 0;  // requests waiting to be read now
   };
   const std::vector<Endpoint>& endpoints() const { return endpoints_; }
 

@@ -45,6 +45,7 @@ struct EndpointSignals {
   double eps = 0;             // 5xx responses per second over the window
   double inflight_now = 0;    // requests in flight at the last snapshot
   double inflight_avg = 0;    // time-average over the window
+  double pending = 0;         // requests on the port the server has not read yet
   std::optional<double> p50_ms, p90_ms, p99_ms;  // of the window's completions
   std::optional<double> share_over_target, share_over_max;  // absent until the first request
   std::optional<double> concurrency;  // inflight_avg / max_concurrency, when declared

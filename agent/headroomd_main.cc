@@ -1,6 +1,9 @@
 // headroomd: samples this machine and publishes ORCA load reports.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "agent/config.h"
 #include "agent/daemon.h"
@@ -16,6 +19,7 @@ int main(int argc, char** argv) {
   DaemonOptions opt;
   bool check_only = false;
   std::string orca_dir, proc_root, sys_root, log_level;
+  std::vector<std::string> endpoint_specs;
   auto* config_opt = app.add_option("--config", opt.config_path, "Configuration file")
                          ->default_str(kDefaultConfigPath);
   app.add_flag("--check-config", check_only, "Validate the configuration and exit (78 when invalid)");
@@ -24,6 +28,13 @@ int main(int argc, char** argv) {
   auto* proc_opt = app.add_option("--proc-root", proc_root, "Root of procfs, e.g. a fixture tree (overrides agent.proc_root)");
   auto* sys_opt = app.add_option("--sys-root", sys_root, "Root of sysfs, e.g. a fixture tree (overrides agent.sys_root)");
   auto* level_opt = app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off");
+  // One SPEC per --endpoint (the commas belong to the SPEC); repeatable.
+  app.add_option("--endpoint", endpoint_specs,
+                 "Declare an endpoint after the file's [[endpoint]]s, e.g. "
+                 "name=api,port=8080,path=/play,target=10ms,max=500ms,max_concurrency=64; repeatable")
+      ->type_name("SPEC")
+      ->allow_extra_args(false);
+  app.add_flag("--no-ebpf", opt.overrides.no_ebpf, "Never load the eBPF endpoint probes (overrides agent.ebpf)");
   app.set_version_flag("--version", std::string("headroomd ") + HEADROOM_VERSION);
   try {
     app.parse(argc, argv);
@@ -44,6 +55,14 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
     opt.overrides.log_level = *level;
+  }
+  for (const std::string& spec : endpoint_specs) {
+    auto parsed = parse_endpoint_flag(spec);
+    if (const auto* err = std::get_if<std::string>(&parsed)) {
+      std::fprintf(stderr, "headroomd: --endpoint '%s': %s\n", spec.c_str(), err->c_str());
+      return kExitUsage;
+    }
+    opt.overrides.endpoints.push_back(std::move(std::get<EndpointConfig>(parsed)));
   }
   setup_logging(opt.overrides.log_level.value_or(LogLevel::info));
 

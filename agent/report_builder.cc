@@ -60,6 +60,7 @@ orca::Report build_endpoint_report(const EndpointConfig& endpoint, const Endpoin
   r.set_eps(s->eps);
   nm["headroom.inflight"] = s->inflight_now;
   nm["headroom.inflight.avg"] = s->inflight_avg;
+  nm["headroom.pending"] = s->pending;
   if (s->concurrency) nm["headroom.concurrency"] = *s->concurrency;
   if (s->p50_ms) nm["headroom.latency.p50_ms"] = *s->p50_ms;
   if (s->p90_ms) nm["headroom.latency.p90_ms"] = *s->p90_ms;

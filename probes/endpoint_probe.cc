@@ -1,6 +1,7 @@
 #include "probes/endpoint_probe.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <unistd.h>
@@ -58,8 +59,21 @@ std::string log_tail(const std::string& text) {
   return t.empty() ? "nothing" : t;
 }
 
-// Turns off the programs of the other attach kind.
-void choose(endpoint_bpf* o, bool btf) {
+// Whether the running kernel has a tracepoint, from its BTF (btf_trace_<name>).
+bool kernel_has_tracepoint(const char* name) {
+  btf* vmlinux = btf__load_vmlinux_btf();
+  if (vmlinux == nullptr) return false;
+  const std::string type = std::string("btf_trace_") + name;
+  const bool found = btf__find_by_name_kind(vmlinux, type.c_str(), BTF_KIND_TYPEDEF) > 0;
+  btf__free(vmlinux);
+  return found;
+}
+
+// Turns off the programs of the other attach kind, and the arrival program
+// when the kernel lacks its tracepoint.
+void choose(endpoint_bpf* o, bool btf, bool arrival) {
+  bpf_program__set_autoload(o->progs.hr_btf_data_ready, btf && arrival);
+  bpf_program__set_autoload(o->progs.hr_raw_data_ready, !btf && arrival);
   bpf_program__set_autoload(o->progs.hr_btf_sys_enter, btf);
   bpf_program__set_autoload(o->progs.hr_btf_sys_exit, btf);
   bpf_program__set_autoload(o->progs.hr_btf_set_state, btf);
@@ -101,6 +115,7 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   std::unique_ptr<EndpointProbe> p(new EndpointProbe());
   p->ncpu_ = libbpf_num_possible_cpus();
   if (p->ncpu_ <= 0) return Error{EIO, "cannot count the possible CPUs"};
+  p->arrival_ = kernel_has_tracepoint("sk_data_ready");
   auto previous = libbpf_set_print(collect_libbpf_log);
   std::string failures;
   int last_err = 0;
@@ -113,7 +128,7 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
       failures += "open: " + std::string(std::strerror(last_err)) + "; ";
       break;
     }
-    choose(skel->obj, btf);
+    choose(skel->obj, btf, p->arrival_);
     int err = endpoint_bpf__load(skel->obj);
     if (err == 0) err = endpoint_bpf__attach(skel->obj);
     if (err == 0) {
@@ -283,6 +298,7 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out) {
     }
     c.stats = sum;
     c.inflight = c.inflight_over_target = c.inflight_over_max = c.inflight_age_ns = 0;
+    c.pending = c.pending_over_target = c.pending_over_max = 0;
   }
 
   // The in-flight requests: a batch walk of the inflight map, sized by what
@@ -295,12 +311,22 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out) {
   keys_.resize(kBatch);
   vals_.resize(kBatch);
   auto account = [&](const hr_inflight& r) {
+    const uint64_t age = now > static_cast<int64_t>(r.start_ns) ? static_cast<uint64_t>(now) - r.start_ns : 0;
+    if (r.ep == HR_PENDING) {
+      for (std::size_t i = 0; i < specs_.size(); ++i) {
+        if (specs_[i].port != r.port) continue;
+        auto& c = cache_[i];
+        ++c.pending;
+        if (age > specs_[i].target_ns) ++c.pending_over_target;
+        if (age > specs_[i].max_ns) ++c.pending_over_max;
+      }
+      return;
+    }
     if (r.ep >= specs_.size()) {
       ++out.inflight_unclaimed;
       return;
     }
     auto& c = cache_[r.ep];
-    const uint64_t age = now > static_cast<int64_t>(r.start_ns) ? static_cast<uint64_t>(now) - r.start_ns : 0;
     ++c.inflight;
     c.inflight_age_ns += age;
     if (age > specs_[r.ep].target_ns) ++c.inflight_over_target;

@@ -45,6 +45,12 @@ struct EndpointTotals {
   uint64_t inflight_over_target = 0;  // ... already older than the SLO target
   uint64_t inflight_over_max = 0;     // ... already older than the SLO max
   uint64_t inflight_age_ns = 0;       // sum of their ages
+  // Requests that reached this endpoint's port but the server has not read
+  // (kernels with sock:sk_data_ready): a stopped server's requests. Their path
+  // is not known yet, so they count for every endpoint of the port.
+  uint64_t pending = 0;
+  uint64_t pending_over_target = 0;
+  uint64_t pending_over_max = 0;
 };
 
 struct EndpointSnapshot {
@@ -74,6 +80,8 @@ class EndpointProbe {
 
   // "tp_btf" or "raw_tp": which programs are attached.
   const std::string& attach_kind() const { return kind_; }
+  // Whether request arrival is seen (sock:sk_data_ready, kernel >= 6.6).
+  bool sees_arrival() const { return arrival_; }
   // Processes traced right now (the procs map), for status lines and tests.
   std::size_t traced_processes() const;
   // Bytes of kernel memory the maps take, from their sizes (docs/endpoints.md).
@@ -87,6 +95,7 @@ class EndpointProbe {
 
   std::unique_ptr<Skeleton> skel_;
   std::string kind_;
+  bool arrival_ = false;
   std::vector<EndpointSpec> specs_;
   std::vector<EndpointTotals> cache_;  // hist is re-read only when completed moved
   uint64_t map_bytes_ = 0;

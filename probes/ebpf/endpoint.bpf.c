@@ -9,6 +9,10 @@
  *                                    processes)
  *   sock inet_sock_set_state         connection end (a request still in flight
  *                                    is aborted); LISTEN (new server processes)
+ *   sock sk_data_ready (>= 6.6)      a request's first bytes reach a known
+ *                                    server socket: its start, and a request the
+ *                                    server does not read (stopped, stuck) is
+ *                                    seen waiting
  * Each comes as a BTF tracepoint (tp_btf, kernel >= 5.5) and as a raw
  * tracepoint (raw_tp, >= 4.17); the loader picks the first that loads.
  *
@@ -110,6 +114,14 @@ struct call {
   __u32 dir;
   __u32 port;
 };
+
+/* Server-side connections of traced processes (accepted or used by them). */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, HR_MAX_CONNS);
+  __type(key, __u64);
+  __type(value, __u8);
+} known SEC(".maps");
 
 /* A traced syscall between its entry and exit, per thread. */
 struct {
@@ -266,12 +278,21 @@ static __always_inline void count_end(__u32 ep, __u64 latency, int completed, in
 
 static __always_inline void on_data_in(struct call *c, long ret) {
   __u64 sk = c->sk;
-  if (bpf_map_lookup_elem(&inflight, &sk)) return; /* more of the same request */
+  __u64 start = 0;
+  struct hr_inflight *cur = bpf_map_lookup_elem(&inflight, &sk);
+  if (cur) {
+    if (cur->ep != HR_PENDING) return; /* more of the same request */
+    start = cur->start_ns;             /* it arrived then */
+  } else {
+    __u8 one = 1;
+    bpf_map_update_elem(&known, &sk, &one, BPF_NOEXIST);
+    start = bpf_ktime_get_ns();
+  }
   struct hr_port *pe = bpf_map_lookup_elem(&ports, &c->port);
   if (!pe) return;
   char b[HR_PEEK_BYTES] = {};
   long n = peek(b, c->buf, ret);
-  struct hr_inflight r = {.start_ns = bpf_ktime_get_ns(), .ep = classify(pe, b, n, c->buf), .port = c->port};
+  struct hr_inflight r = {.start_ns = start, .ep = classify(pe, b, n, c->buf), .port = c->port};
   bpf_map_update_elem(&inflight, &sk, &r, BPF_ANY);
   if (r.ep < HR_MAX_ENDPOINTS) {
     struct hr_stats *s = bpf_map_lookup_elem(&stats, &r.ep);
@@ -283,6 +304,7 @@ static __always_inline void on_data_out(struct call *c, long ret) {
   __u64 sk = c->sk;
   struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &sk);
   if (!r) return; /* the rest of a response, or the server speaking first */
+  if (r->ep == HR_PENDING) return; /* the next request arrived before this write */
   __u64 latency = bpf_ktime_get_ns() - r->start_ns;
   __u32 ep = r->ep;
   bpf_map_delete_elem(&inflight, &sk);
@@ -302,7 +324,12 @@ static __always_inline void on_exit(struct pt_regs *regs, long ret) {
       struct sock *sk = sock_of_fd(ret);
       if (!sk) return;
       __u32 port = local_port(sk);
-      if (bpf_map_lookup_elem(&ports, &port)) mark_process();
+      if (bpf_map_lookup_elem(&ports, &port)) {
+        mark_process();
+        __u64 key = (__u64)sk;
+        __u8 one = 1;
+        bpf_map_update_elem(&known, &key, &one, BPF_ANY);
+      }
       return;
     }
     case NR_read: case NR_recvfrom: case NR_readv: case NR_recvmsg:
@@ -329,12 +356,24 @@ static __always_inline void on_state(const struct sock *sk, int oldstate, int ne
   }
   if (newstate != TCP_CLOSE && newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK) return;
   __u64 key = (__u64)sk;
+  if (newstate == TCP_CLOSE) bpf_map_delete_elem(&known, &key);
   struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &key);
   if (!r) return;
   __u64 age = bpf_ktime_get_ns() - r->start_ns;
   __u32 ep = r->ep;
   bpf_map_delete_elem(&inflight, &key);
   if (ep < HR_MAX_ENDPOINTS) count_end(ep, age, 0, 0);
+}
+
+static __always_inline void on_data_ready(const struct sock *sk) {
+  if (BPF_CORE_READ(sk, __sk_common.skc_state) != TCP_ESTABLISHED) return;
+  __u32 port = local_port(sk);
+  if (!bpf_map_lookup_elem(&ports, &port)) return; /* what other sockets pay */
+  __u64 key = (__u64)sk;
+  if (!bpf_map_lookup_elem(&known, &key)) return;
+  if (bpf_map_lookup_elem(&inflight, &key)) return;
+  struct hr_inflight r = {.start_ns = bpf_ktime_get_ns(), .ep = HR_PENDING, .port = port};
+  bpf_map_update_elem(&inflight, &key, &r, BPF_NOEXIST);
 }
 
 /* BTF tracepoints (kernel >= 5.5) */
@@ -356,6 +395,12 @@ int BPF_PROG(hr_btf_set_state, const struct sock *sk, int oldstate, int newstate
   return 0;
 }
 
+SEC("tp_btf/sk_data_ready")
+int BPF_PROG(hr_btf_data_ready, const struct sock *sk) {
+  on_data_ready(sk);
+  return 0;
+}
+
 /* Raw tracepoints (kernel >= 4.17): the same, arguments by position. */
 SEC("raw_tp/sys_enter")
 int hr_raw_sys_enter(struct bpf_raw_tracepoint_args *ctx) {
@@ -372,5 +417,11 @@ int hr_raw_sys_exit(struct bpf_raw_tracepoint_args *ctx) {
 SEC("raw_tp/inet_sock_set_state")
 int hr_raw_set_state(struct bpf_raw_tracepoint_args *ctx) {
   on_state((const struct sock *)ctx->args[0], (int)ctx->args[1], (int)ctx->args[2]);
+  return 0;
+}
+
+SEC("raw_tp/sk_data_ready")
+int hr_raw_data_ready(struct bpf_raw_tracepoint_args *ctx) {
+  on_data_ready((const struct sock *)ctx->args[0]);
   return 0;
 }

@@ -14,9 +14,11 @@
 #define HR_PATH_BYTES 64            /* prefix bytes incl. room for a NUL; prefix <= 63 */
 #define HR_PEEK_BYTES 64            /* bytes of a request/response looked at */
 #define HR_NO_ENDPOINT 0xffffffffu  /* a request on a traced port that no endpoint claims */
+#define HR_PENDING 0xfffffffeu      /* data arrived, the server has not read it yet */
 
-#define HR_MAX_INFLIGHT 65536       /* requests in flight tracked at once (LRU) */
-#define HR_MAX_THREADS 16384        /* syscalls between enter and exit (LRU) */
+#define HR_MAX_INFLIGHT 16384       /* requests in flight or waiting to be read (LRU) */
+#define HR_MAX_CONNS 65536          /* server-side connections known (LRU) */
+#define HR_MAX_THREADS 8192         /* syscalls between enter and exit (LRU) */
 #define HR_MAX_PROCS 4096           /* server processes traced (LRU) */
 #define HR_MAX_PORTS 256
 
@@ -96,10 +98,13 @@ struct hr_hist {
 };
 
 /* inflight LRU hash: struct sock * -> the request it carries now. A connection
- * without an entry is idle: keep-alive connections cost nothing between requests. */
+ * without an entry is idle: keep-alive connections cost nothing between
+ * requests. A request starts when its first bytes reach the socket (where the
+ * kernel has sock:sk_data_ready, >= 6.6; it is then HR_PENDING until the
+ * server reads it) or else when the server reads them. */
 struct hr_inflight {
   __u64 start_ns; /* bpf_ktime_get_ns() when the request came in */
-  __u32 ep;       /* endpoint index or HR_NO_ENDPOINT */
+  __u32 ep;       /* endpoint index, HR_NO_ENDPOINT or HR_PENDING */
   __u32 port;     /* local port */
 };
 
