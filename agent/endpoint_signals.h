@@ -35,9 +35,9 @@ struct EndpointInterval {
 EndpointInterval interval_between(const probes::EndpointTotals& prev, int64_t prev_ns,
                                   const probes::EndpointTotals& cur, int64_t cur_ns);
 
-// The latency below which `q` of the counted requests fall, from histogram
-// counts (bucket, count) in any order: the midpoint of the bucket that holds
-// the nearest-rank sample. nullopt without counts.
+// The latency below which `q` of the counted requests fall, from counts indexed
+// by histogram bucket: the midpoint of the bucket that holds the nearest-rank
+// sample (the top bucket: its lower bound). nullopt without counts.
 std::optional<double> histogram_quantile_ns(const std::vector<uint64_t>& counts, double q);
 
 struct EndpointSignals {

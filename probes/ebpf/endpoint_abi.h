@@ -25,7 +25,7 @@
 /* Latency histogram: log-linear over 256 ns units. Values below 16 units
  * (4.096 us) get one bucket per unit; above, 16 buckets per power of two, so
  * a bucket is at most 1/16 of its lower bound wide. The top bucket holds
- * everything from 2^40 units (about 78 hours) up. */
+ * everything from 31 * 2^35 units (about 75 hours) up. */
 #define HR_HIST_UNIT_SHIFT 8
 #define HR_HIST_SUB_BITS 4
 #define HR_HIST_SUB (1u << HR_HIST_SUB_BITS)

@@ -3,7 +3,8 @@
 # (rootfs debootstrapped once, cached in the build tree), the package
 # installed with dpkg -i, then: the unit is active, node.orca is a valid
 # report, readers can read but not replace it, a rejected reload keeps the
-# old configuration, a stopped daemon is restarted by the watchdog, and
+# old configuration, the eBPF endpoint probes load and count requests as
+# user headroom, a stopped daemon is restarted by the watchdog, and
 # dpkg --purge leaves nothing behind. Recipe: SYSTEMD-AND-PACKAGING notes
 # (private /run tmpfs via unshare, --register=no --keep-unit, own cgroup).
 #   nspawn_test.sh BUILD_DIR SOURCE_DIR
@@ -69,11 +70,13 @@ cp "$deb" "$work/root/root/headroom.deb"
 # Boot. The launcher gets its own cgroup on both hierarchies; /run on these
 # hosts is on disk, which nspawn refuses: a private tmpfs in a private mount
 # namespace. CAP_BPF/CAP_PERFMON are granted to the container because the
-# unit grants them to headroomd (AmbientCapabilities).
+# unit grants them to headroomd (AmbientCapabilities), and nspawn's own
+# seccomp filter is told to let bpf() and perf_event_open() through (on a
+# host, only the unit's SystemCallFilter= applies).
 for h in systemd unified; do mkdir -p "/sys/fs/cgroup/$h/$name"; done
 sh -c "for h in systemd unified; do echo \$\$ > /sys/fs/cgroup/\$h/$name/cgroup.procs; done
   exec unshare --mount --propagation private sh -c 'mount -t tmpfs -o mode=755 tmpfs /run &&
-    exec systemd-nspawn --register=no --keep-unit --console=read-only --capability=CAP_BPF,CAP_PERFMON -D \"$work/root\" -M $name -b'" \
+    exec systemd-nspawn --register=no --keep-unit --console=read-only --capability=CAP_BPF,CAP_PERFMON --system-call-filter=bpf --system-call-filter=perf_event_open -D \"$work/root\" -M $name -b'" \
   >"$work/console.log" 2>&1 &
 npid=$!
 
@@ -150,6 +153,34 @@ for k in CapEff CapAmb CapBnd; do
 done
 [ "$(ct stat -c %U "/proc/$pid")" = headroom ] || fail "daemon does not run as headroom"
 echo "daemon runs as headroom with CAP_BPF CAP_PERFMON only"
+
+# --- the eBPF endpoint probes under the unit's own user and capabilities: an
+# endpoint is added and the unit reloaded (SIGHUP loads the probe as user
+# headroom with only CAP_BPF CAP_PERFMON); a server inside the container gets
+# traffic, and endpoint.web.orca counts it.
+port=18089
+for t in hr-test-server hr-test-load; do cp "$build/tests/tools/$t" "$work/root/root/$t"; done
+ct sh -c "printf '\n[[endpoint]]\nname = \"web\"\nport = $port\ntarget = \"10ms\"\nmax = \"200ms\"\n' >> /etc/headroom/headroom.toml"
+ct systemctl reload headroomd.service
+within 15 'journal | grep -q "eBPF endpoint probe attached"' ||
+  { journal >&2; fail "the eBPF endpoint probe did not attach under the unit"; }
+if journal | grep -q "endpoint latency signals unavailable"; then journal >&2; fail "eBPF unavailable under the unit"; fi
+ct systemctl show -P StatusText headroomd.service | grep -q "eBPF on" ||
+  fail "STATUS= does not say eBPF is on: $(ct systemctl show -P StatusText headroomd.service)"
+ct sh -c "/root/hr-test-server --port $port --delay /=2ms >/dev/null 2>&1 &"
+within 10 "ct bash -c 'exec 3<>/dev/tcp/127.0.0.1/$port' 2>/dev/null" || fail "test server did not start"
+ct sh -c "/root/hr-test-load --port $port --connections 2 --duration 3s >/root/load.json" &
+loadpid=$!
+sleep 2
+"$headroomctl" cat --json "/proc/$cpid/root/run/orca/endpoint.web.orca" >"$work/endpoint.json" ||
+  fail "cannot read endpoint.web.orca: $(cat "$work/endpoint.json")"
+requests=$(grep -o '"headroom.window.requests":[0-9.e+]*' "$work/endpoint.json" | grep -o '[0-9.e+]*$')
+if grep -q 'headroom.ebpf.unavailable' "$work/endpoint.json"; then fail "endpoint report says eBPF is unavailable"; fi
+awk -v r="${requests:-0}" 'BEGIN { exit !(r > 50) }' ||
+  fail "endpoint.web.orca counted ${requests:-no} requests in its window; report: $(cat "$work/endpoint.json")"
+wait "$loadpid" || fail "hr-test-load failed: $(cat "$work/root/root/load.json" 2>/dev/null)"
+ct pkill -f hr-test-server || true
+echo "eBPF under the unit: probe attached as headroom, endpoint.web.orca counted $requests requests in its window"
 
 # --- reinstall (the upgrade path of the scripts): the daemon is restarted
 # on the new files, stays enabled, and a local edit of the conffile survives.
