@@ -129,6 +129,12 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
       break;
     }
     choose(skel->obj, btf, p->arrival_);
+    // Per-endpoint maps hold exactly the configured endpoints: the per-CPU
+    // ones cost (entries x value x CPUs).
+    const auto n = static_cast<__u32>(endpoints.size());
+    bpf_map__set_max_entries(skel->obj->maps.endpoints, n);
+    bpf_map__set_max_entries(skel->obj->maps.stats, n);
+    bpf_map__set_max_entries(skel->obj->maps.hist, n);
     int err = endpoint_bpf__load(skel->obj);
     if (err == 0) err = endpoint_bpf__attach(skel->obj);
     if (err == 0) {
