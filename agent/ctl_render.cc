@@ -148,6 +148,12 @@ std::string without_path(std::string_view message, std::string_view path) {
   return std::string(message);
 }
 
+// The scope of a path's last component ("" when it is not a report file).
+std::string scope_of_path(std::string_view path) {
+  const auto slash = path.rfind('/');
+  return scope_of_file_name(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
 std::string scope_of_file_name(std::string_view name) {
   if (name.empty() || name.front() == '.') return {};
   if (!ends_with(name, orca::kReportSuffix) || name.size() == orca::kReportSuffix.size()) return {};
@@ -183,8 +189,13 @@ std::vector<std::string> render_report(std::string_view file, const orca::Report
     std::string value;
   };
   std::vector<Item> items;
-  items.push_back({0, "cpu_utilization", format_percent(report.cpu_utilization())});
-  items.push_back({0, "mem_utilization", format_percent(report.mem_utilization())});
+  // An endpoint's report carries no machine CPU or memory: leave them out
+  // rather than show 0 %.
+  const bool endpoint = scope_of_path(file).starts_with("endpoint.");
+  if (!endpoint) {
+    items.push_back({0, "cpu_utilization", format_percent(report.cpu_utilization())});
+    items.push_back({0, "mem_utilization", format_percent(report.mem_utilization())});
+  }
   items.push_back({0, "application_utilization", format_percent(report.application_utilization())});
   if (report.rps_fractional() != 0.0) items.push_back({0, "rps_fractional", format_number(report.rps_fractional())});
   if (report.eps() != 0.0) items.push_back({0, "eps", format_number(report.eps())});
@@ -278,13 +289,20 @@ Table build_watch_table(std::vector<WatchEntry> entries, int64_t now_unix_ms) {
       row[1] = format_age(st.age_ms);
       row[2] = std::to_string(md->seq);
     }
-    row[3] = format_percent(r.cpu_utilization());
-    row[4] = format_percent(r.mem_utilization());
+    const bool endpoint = e.scope.starts_with("endpoint.");
+    if (!endpoint) {
+      row[3] = format_percent(r.cpu_utilization());
+      row[4] = format_percent(r.mem_utilization());
+    }
     row[5] = format_percent(r.application_utilization());
     for (std::size_t i = 0; i < keys.size(); ++i)
       if (auto it = r.utilization().find(keys[i]); it != r.utilization().end()) row[6 + i] = format_percent(it->second);
     const Marker mark = marker_of(r, st);
-    row.back() = mark.stopped ? "STOPPED" : mark.stale ? "STALE: " + mark.reason : "ok";
+    const bool no_ebpf = r.named_metrics().contains(kEbpfUnavailableMetric);
+    row.back() = mark.stopped ? "STOPPED"
+                 : mark.stale ? "STALE: " + mark.reason
+                 : no_ebpf    ? "ok, latency unavailable (no eBPF)"
+                              : "ok";
     t.rows.push_back(std::move(row));
   }
   return t;

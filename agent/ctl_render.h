@@ -47,6 +47,10 @@ std::string without_path(std::string_view message, std::string_view path);
 // that are not report files: hidden (the writer's temporaries start with '.'),
 // wrong suffix, or nothing before the suffix.
 std::string scope_of_file_name(std::string_view name);
+std::string scope_of_path(std::string_view path);
+
+// Set in endpoint reports whose latency signals are unavailable (docs/endpoints.md).
+inline constexpr const char* kEbpfUnavailableMetric = "headroom.ebpf.unavailable";
 
 // `headroomctl cat`: header line (file, seq, age, interval, STALE/STOPPED), the
 // top-level fields, then the maps sorted by key. No trailing newlines.

@@ -347,5 +347,39 @@ TEST(CtlWatch, Frames) {
   for (const auto& l : lines) EXPECT_FALSE(l.empty());
 }
 
+TEST(CtlRender, EndpointReportHasNoMachineFields) {
+  auto r = make_report(kNow - 100, 3, 100, {{"latency.slo_target", 0.125}});
+  r.set_rps_fractional(250);
+  const auto lines = render_report("/run/orca/endpoint.api.orca", r, kNow);
+  const std::string all = [&] {
+    std::string s;
+    for (const auto& l : lines) s += l + "\n";
+    return s;
+  }();
+  EXPECT_EQ(all.find("cpu_utilization"), std::string::npos) << all;
+  EXPECT_EQ(all.find("mem_utilization"), std::string::npos) << all;
+  EXPECT_NE(all.find("latency.slo_target"), std::string::npos) << all;
+  EXPECT_NE(all.find("rps_fractional"), std::string::npos) << all;
+  // The node's report keeps them.
+  const auto node_lines = render_report("/run/orca/node.orca", node_report(kNow - 100), kNow);
+  bool has_cpu = false;
+  for (const auto& l : node_lines) has_cpu = has_cpu || l.starts_with("cpu_utilization");
+  EXPECT_TRUE(has_cpu);
+}
+
+TEST(CtlWatch, EndpointRowsAndUnavailableLatency) {
+  std::vector<WatchEntry> entries;
+  entries.push_back({"node", node_report(kNow - 100), ""});
+  auto unavailable = make_report(kNow - 100, 5, 100, {});
+  (*unavailable.mutable_named_metrics())["headroom.ebpf.unavailable"] = 1;
+  entries.push_back({"endpoint.api", unavailable, ""});
+  const Table t = build_watch_table(entries, kNow);
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_EQ(t.rows[0].back(), "ok");
+  EXPECT_EQ(t.rows[1][3], "-");  // CPU
+  EXPECT_EQ(t.rows[1][4], "-");  // MEM
+  EXPECT_EQ(t.rows[1].back(), "ok, latency unavailable (no eBPF)");
+}
+
 }  // namespace
 }  // namespace headroom::ctl
