@@ -15,10 +15,12 @@ apt-get install -y -q --no-install-recommends \
   libsystemd-dev libbpf-dev clang llvm bpftool \
   libcli11-dev libtomlplusplus-dev \
   libgtest-dev libgmock-dev \
-  python3-protobuf \
+  python3-protobuf nginx-light wrk \
   systemd systemd-container debootstrap \
   rpm lintian dpkg-dev file fakeroot
-# The last two lines are for the packaging tests (tests/packaging/): systemd
+# clang, llvm (llvm-strip) and bpftool build the eBPF programs; nginx-light
+# and wrk are a third-party server and load generator for the eBPF tests and
+# benchmarks. The last two lines are for the packaging tests (tests/packaging/): systemd
 # for systemd-analyze, systemd-container + debootstrap to boot a real systemd
 # in a container, rpm (rpmbuild for CPack, rpm -qp checks), lintian, dpkg-dev
 # (dpkg-shlibdeps for CPACK_DEBIAN_PACKAGE_SHLIBDEPS) and file (CPack's strip step).
