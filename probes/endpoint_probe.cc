@@ -323,6 +323,7 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out) {
         if (specs_[i].port != r.port) continue;
         auto& c = cache_[i];
         ++c.pending;
+        c.inflight_age_ns += age;  // outstanding for the client: part of the in-flight integral
         if (age > specs_[i].target_ns) ++c.pending_over_target;
         if (age > specs_[i].max_ns) ++c.pending_over_max;
       }

@@ -44,7 +44,7 @@ struct EndpointTotals {
   uint64_t inflight = 0;              // requests in flight now
   uint64_t inflight_over_target = 0;  // ... already older than the SLO target
   uint64_t inflight_over_max = 0;     // ... already older than the SLO max
-  uint64_t inflight_age_ns = 0;       // sum of their ages
+  uint64_t inflight_age_ns = 0;       // sum of their ages, and of the pending requests' below
   // Requests that reached this endpoint's port but the server has not read
   // (kernels with sock:sk_data_ready): a stopped server's requests. Their path
   // is not known yet, so they count for every endpoint of the port.
