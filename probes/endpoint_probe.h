@@ -102,6 +102,9 @@ class EndpointProbe {
   int ncpu_ = 1;
   // scratch for reads
   std::vector<hr_stats> stats_buf_;
+  std::vector<hr_stats> stats_all_;  // batch: endpoint-major, then CPU
+  std::vector<uint32_t> stats_keys_;
+  bool batch_stats_ = true;
   std::vector<hr_hist> hist_buf_;
   std::vector<uint64_t> keys_;
   std::vector<hr_inflight> vals_;
