@@ -6,8 +6,10 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -71,15 +73,35 @@ bool kernel_has_tracepoint(const char* name) {
 
 // Turns off the programs of the other attach kind, and the arrival program
 // when the kernel lacks its tracepoint.
-void choose(endpoint_bpf* o, bool btf, bool arrival) {
+enum class ProgramSet { sockets, btf_syscalls, raw_syscalls };
+
+const char* set_name(ProgramSet set) {
+  switch (set) {
+    case ProgramSet::sockets: return "tp_btf sockets";
+    case ProgramSet::btf_syscalls: return "tp_btf syscalls";
+    case ProgramSet::raw_syscalls: return "raw_tp syscalls";
+  }
+  return "?";
+}
+
+// Loads only the chosen set's programs (and the arrival program of the
+// syscall sets when the kernel has its tracepoint).
+void choose(endpoint_bpf* o, ProgramSet set, bool arrival) {
+  const bool sockets = set == ProgramSet::sockets;
+  const bool btf = set == ProgramSet::btf_syscalls;
+  const bool raw = set == ProgramSet::raw_syscalls;
+  bpf_program__set_autoload(o->progs.hr_sock_arrival, sockets);
+  bpf_program__set_autoload(o->progs.hr_sock_read, sockets);
+  bpf_program__set_autoload(o->progs.hr_sock_write, sockets);
+  bpf_program__set_autoload(o->progs.hr_sock_set_state, sockets);
   bpf_program__set_autoload(o->progs.hr_btf_data_ready, btf && arrival);
-  bpf_program__set_autoload(o->progs.hr_raw_data_ready, !btf && arrival);
+  bpf_program__set_autoload(o->progs.hr_raw_data_ready, raw && arrival);
   bpf_program__set_autoload(o->progs.hr_btf_sys_enter, btf);
   bpf_program__set_autoload(o->progs.hr_btf_sys_exit, btf);
   bpf_program__set_autoload(o->progs.hr_btf_set_state, btf);
-  bpf_program__set_autoload(o->progs.hr_raw_sys_enter, !btf);
-  bpf_program__set_autoload(o->progs.hr_raw_sys_exit, !btf);
-  bpf_program__set_autoload(o->progs.hr_raw_set_state, !btf);
+  bpf_program__set_autoload(o->progs.hr_raw_sys_enter, raw);
+  bpf_program__set_autoload(o->progs.hr_raw_sys_exit, raw);
+  bpf_program__set_autoload(o->progs.hr_raw_set_state, raw);
 }
 
 Error permission_error(int err) {
@@ -119,7 +141,22 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   auto previous = libbpf_set_print(collect_libbpf_log);
   std::string failures;
   int last_err = 0;
-  for (const bool btf : {true, false}) {
+  // The best set first: socket tracepoints only, where the kernel has all
+  // three (6.11+) and no endpoint has a path (a path needs the request's
+  // bytes, which only the syscall set can read); else the syscall
+  // tracepoints, as BTF then as raw tracepoints. HEADROOM_EBPF_PROGRAMS=
+  // sockets|syscalls|raw restricts the choice (tests, benchmarks, diagnosing
+  // a kernel).
+  std::vector<ProgramSet> sets;
+  const char* forced = std::getenv("HEADROOM_EBPF_PROGRAMS");
+  const std::string force = forced ? forced : "";
+  const bool socket_tps = kernel_has_tracepoint("sk_data_ready") && kernel_has_tracepoint("sock_recv_length") &&
+                          kernel_has_tracepoint("tcp_sendmsg_locked");
+  const bool any_path = std::any_of(endpoints.begin(), endpoints.end(), [](const EndpointSpec& e) { return !e.path.empty(); });
+  if ((force.empty() || force == "sockets") && socket_tps && !any_path) sets.push_back(ProgramSet::sockets);
+  if (force.empty() || force == "syscalls") sets.push_back(ProgramSet::btf_syscalls);
+  if (force.empty() || force == "syscalls" || force == "raw") sets.push_back(ProgramSet::raw_syscalls);
+  for (const ProgramSet set : sets) {
     g_libbpf_log.clear();
     auto skel = std::make_unique<Skeleton>();
     skel->obj = endpoint_bpf__open();
@@ -128,7 +165,7 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
       failures += "open: " + std::string(std::strerror(last_err)) + "; ";
       break;
     }
-    choose(skel->obj, btf, p->arrival_);
+    choose(skel->obj, set, p->arrival_);
     // Per-endpoint maps hold exactly the configured endpoints: the per-CPU
     // ones cost (entries x value x CPUs).
     const auto n = static_cast<__u32>(endpoints.size());
@@ -139,11 +176,12 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
     if (err == 0) err = endpoint_bpf__attach(skel->obj);
     if (err == 0) {
       p->skel_ = std::move(skel);
-      p->kind_ = btf ? "tp_btf" : "raw_tp";
+      p->kind_ = set_name(set);
+      if (set == ProgramSet::sockets) p->arrival_ = true;
       break;
     }
     last_err = -err;
-    failures += std::string(btf ? "BTF tracepoints" : "raw tracepoints") + ": " + std::strerror(last_err) + "; ";
+    failures += std::string(set_name(set)) + ": " + std::strerror(last_err) + "; ";
   }
   libbpf_set_print(previous);
   if (!p->skel_) {
@@ -350,6 +388,14 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out) {
         if (age > specs_[i].target_ns) ++c.pending_over_target;
         if (age > specs_[i].max_ns) ++c.pending_over_max;
       }
+      return;
+    }
+    if (r.flags & HR_F_WAITING && r.ep < specs_.size()) {  // its endpoint is known already
+      auto& c = cache_[r.ep];
+      ++c.pending;
+      c.inflight_age_ns += age;
+      if (age > specs_[r.ep].target_ns) ++c.pending_over_target;
+      if (age > specs_[r.ep].max_ns) ++c.pending_over_max;
       return;
     }
     if (r.ep >= specs_.size()) {

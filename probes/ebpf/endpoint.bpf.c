@@ -225,7 +225,7 @@ static __always_inline long peek(char out[HR_PEEK_BYTES], __u64 buf, long ret) {
 
 /* Which endpoint a request on this port belongs to. b holds the first n
  * bytes of the request, read from the user buffer at buf. */
-static __always_inline __u32 classify(const struct hr_port *pe, const char *b, long n, __u64 buf) {
+static __always_inline __u32 classify(const struct hr_port *pe, const char *b, long n, __u64 buf, int kernel) {
   __u32 best = pe->generic_ep;
   if (pe->n_paths == 0) return best;
   /* HTTP/1.x request line: METHOD SP request-target */
@@ -242,7 +242,9 @@ static __always_inline __u32 classify(const struct hr_port *pe, const char *b, l
   if (avail <= 0) return best;
   __u32 len = avail > HR_PATH_BYTES ? HR_PATH_BYTES : (__u32)avail;
   if (len == 0 || len > HR_PATH_BYTES) return best;
-  if (bpf_probe_read_user(words, len, (void *)(buf + sp + 1))) return best;
+  long err = kernel ? bpf_probe_read_kernel(words, len, (void *)(buf + sp + 1))
+                    : bpf_probe_read_user(words, len, (void *)(buf + sp + 1));
+  if (err) return best;
   __u32 best_len = 0;
   for (__u32 j = 0; j < HR_MAX_PATHS_PER_PORT; j++) {
     if (j >= pe->n_paths) break;
@@ -292,7 +294,7 @@ static __always_inline void on_data_in(struct call *c, long ret) {
   if (!pe) return;
   char b[HR_PEEK_BYTES] = {};
   long n = peek(b, c->buf, ret);
-  struct hr_inflight r = {.start_ns = start, .ep = classify(pe, b, n, c->buf), .port = c->port};
+  struct hr_inflight r = {.start_ns = start, .ep = classify(pe, b, n, c->buf, 0), .port = (__u16)c->port};
   bpf_map_update_elem(&inflight, &sk, &r, BPF_ANY);
   if (r.ep < HR_MAX_ENDPOINTS) {
     struct hr_stats *s = bpf_map_lookup_elem(&stats, &r.ep);
@@ -372,7 +374,7 @@ static __always_inline void on_data_ready(const struct sock *sk) {
   __u64 key = (__u64)sk;
   if (!bpf_map_lookup_elem(&known, &key)) return;
   if (bpf_map_lookup_elem(&inflight, &key)) return;
-  struct hr_inflight r = {.start_ns = bpf_ktime_get_ns(), .ep = HR_PENDING, .port = port};
+  struct hr_inflight r = {.start_ns = bpf_ktime_get_ns(), .ep = HR_PENDING, .port = (__u16)port};
   bpf_map_update_elem(&inflight, &key, &r, BPF_NOEXIST);
 }
 
@@ -423,5 +425,130 @@ int hr_raw_set_state(struct bpf_raw_tracepoint_args *ctx) {
 SEC("raw_tp/sk_data_ready")
 int hr_raw_data_ready(struct bpf_raw_tracepoint_args *ctx) {
   on_data_ready((const struct sock *)ctx->args[0]);
+  return 0;
+}
+
+/* ---- The socket program set (kernels with sock:sk_data_ready,
+ * sock:sock_recv_length and tcp:tcp_sendmsg_locked, 6.11+): no syscall
+ * tracepoints at all, so processes that are not servers pay nothing on their
+ * system calls, only a port lookup on their socket events. Every socket whose
+ * local port is an endpoint's is a server socket: no process tracking.
+ *   sk_data_ready      a request arrives on an idle connection: its start
+ * Endpoints with a path need the request's bytes, which only the syscall set
+ * can read: the loader picks this set only when no endpoint has a path.
+ *   sock_recv_length   the server reads it (it is no longer waiting)
+ *   tcp_sendmsg_locked the server's first write: the end, and the status line
+ *   inet_sock_set_state the connection ends (abort), as above */
+
+static __always_inline const struct hr_port *server_port(const struct sock *sk, __u32 *port) {
+  *port = local_port(sk);
+  return bpf_map_lookup_elem(&ports, port);
+}
+
+static __always_inline void sock_arrival(const struct sock *sk) {
+  __u32 port;
+  const struct hr_port *pe = server_port(sk, &port);
+  if (!pe) return; /* what other sockets pay */
+  if (BPF_CORE_READ(sk, __sk_common.skc_state) != TCP_ESTABLISHED) return;
+  __u64 key = (__u64)sk;
+  if (bpf_map_lookup_elem(&inflight, &key)) return;
+  if (!enabled()) return;
+  /* The loader uses this set only when no endpoint has a path: the request's
+   * bytes sit in page fragments here (always on loopback), which a tracing
+   * program cannot address. */
+  __u32 ep = pe->generic_ep;
+  struct hr_inflight r = {.start_ns = bpf_ktime_get_ns(), .ep = ep, .port = (__u16)port, .flags = HR_F_WAITING};
+  bpf_map_update_elem(&inflight, &key, &r, BPF_NOEXIST);
+  if (ep < HR_MAX_ENDPOINTS) {
+    struct hr_stats *s = bpf_map_lookup_elem(&stats, &ep);
+    if (s) s->started++;
+  }
+}
+
+static __always_inline void sock_read(const struct sock *sk, int ret, int flags) {
+  if (ret <= 0 || (flags & 2 /* MSG_PEEK */)) return;
+  __u32 port;
+  const struct hr_port *pe = server_port(sk, &port);
+  if (!pe) return;
+  __u64 key = (__u64)sk;
+  struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &key);
+  if (r) {
+    if (r->flags & HR_F_WAITING) {
+      r->flags = 0;
+      /* its first bytes were not visible at arrival: the port's endpoint */
+      if (r->ep == HR_PENDING) {
+        r->ep = pe->generic_ep;
+        if (r->ep < HR_MAX_ENDPOINTS) {
+          __u32 ep = r->ep;
+          struct hr_stats *s = bpf_map_lookup_elem(&stats, &ep);
+          if (s) s->started++;
+        }
+      }
+    }
+    return;
+  }
+  /* Data read with no arrival seen (it came before the probe was attached,
+   * or behind unread data): a request from now, for the port's endpoint. */
+  if (!enabled()) return;
+  struct hr_inflight n = {.start_ns = bpf_ktime_get_ns(), .ep = pe->generic_ep, .port = (__u16)port};
+  bpf_map_update_elem(&inflight, &key, &n, BPF_ANY);
+  if (n.ep < HR_MAX_ENDPOINTS) {
+    __u32 ep = n.ep;
+    struct hr_stats *s = bpf_map_lookup_elem(&stats, &ep);
+    if (s) s->started++;
+  }
+}
+
+static __always_inline void sock_write(const struct sock *sk, const struct msghdr *msg) {
+  __u32 port;
+  if (!server_port(sk, &port)) return;
+  __u64 key = (__u64)sk;
+  struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &key);
+  if (!r) return;                        /* the rest of an answer */
+  if (r->flags & HR_F_WAITING) return;   /* the next request arrived before this write */
+  __u64 latency = bpf_ktime_get_ns() - r->start_ns;
+  __u32 ep = r->ep;
+  bpf_map_delete_elem(&inflight, &key);
+  if (ep >= HR_MAX_ENDPOINTS) return;
+  /* The status line, from the user's buffer (write/send: one buffer; writev/
+   * sendmsg: the first iovec). */
+  int error = 0;
+  __u8 type = BPF_CORE_READ(msg, msg_iter.iter_type);
+  __u64 off = BPF_CORE_READ(msg, msg_iter.iov_offset);
+  __u64 base = 0;
+  if (type == ITER_UBUF) {
+    base = (__u64)BPF_CORE_READ(msg, msg_iter.ubuf) + off;
+  } else if (type == ITER_IOVEC) {
+    const struct iovec *iov = BPF_CORE_READ(msg, msg_iter.__iov);
+    struct iovec first = {};
+    if (iov && !bpf_probe_read_kernel(&first, sizeof first, iov)) base = (__u64)first.iov_base + off;
+  }
+  char b[12] = {};
+  if (base && !bpf_probe_read_user(b, sizeof b, (void *)base))
+    error = b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/' && b[8] == ' ' && b[9] == '5';
+  count_end(ep, latency, 1, error);
+}
+
+SEC("tp_btf/sk_data_ready")
+int BPF_PROG(hr_sock_arrival, const struct sock *sk) {
+  sock_arrival(sk);
+  return 0;
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(hr_sock_read, struct sock *sk, int ret, int flags) {
+  sock_read(sk, ret, flags);
+  return 0;
+}
+
+SEC("tp_btf/tcp_sendmsg_locked")
+int BPF_PROG(hr_sock_write, const struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb, int size_goal) {
+  sock_write(sk, msg);
+  return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(hr_sock_set_state, const struct sock *sk, int oldstate, int newstate) {
+  on_state(sk, oldstate, newstate);
   return 0;
 }

@@ -104,9 +104,11 @@ struct hr_hist {
  * server reads it) or else when the server reads them. */
 struct hr_inflight {
   __u64 start_ns; /* bpf_ktime_get_ns() when the request came in */
-  __u32 ep;       /* endpoint index, HR_NO_ENDPOINT or HR_PENDING */
-  __u32 port;     /* local port */
+  __u32 ep;       /* endpoint index, HR_NO_ENDPOINT or HR_PENDING (port known, endpoint not yet) */
+  __u16 port;     /* local port */
+  __u16 flags;    /* HR_F_WAITING: arrived, not read by the server yet */
 };
+#define HR_F_WAITING 1
 
 /* config array, one entry. */
 struct hr_config {

@@ -845,5 +845,28 @@ TEST(EndpointEbpf, NoEbpfFlagPublishesUnavailableEndpointsAndExplainsOnce) {
   EXPECT_TRUE(agent.proc().running());
 }
 
+// 8. HTTP 5xx answers are errors: half the requests go to a path the server
+// answers with 500, on an endpoint without a path (so with the socket
+// programs where the kernel has them, and with the syscall programs when
+// HEADROOM_EBPF_PROGRAMS=syscalls). The window covers the whole run.
+TEST(EndpointEbpf, ServerErrorsCountAsErrorsPerSecond) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_server(dir, {"--mode", "http", "--status", "/err=500", "--status", "/bad=404"});
+  ASSERT_NE(server.port, 0);
+  Agent agent(dir, "4s", {"name=web,port=" + std::to_string(server.port) + ",target=10ms,max=100ms"});
+  ASSERT_TRUE(agent.wait_ready({"web"}));
+
+  const auto client = run_load(dir, server.port,
+                               {"--mode", "http", "--connections", "2", "--duration", "3s", "--path", "/ok", "--path",
+                                "/err", "--path", "/bad", "--path", "/ok"});
+  const auto r = agent.fresh("web", 1);
+  std::cout << "[ errors ] client " << client.json << "\n[ errors ] headroom " << describe(r) << "\n";
+  ASSERT_GT(client.requests, 400) << client.json;
+  // A quarter of the answers are 500 (404 is not a server error).
+  EXPECT_NEAR(r.eps() / r.rps_fractional(), 0.25, 0.03)
+      << "eps " << r.eps() << " of rps " << r.rps_fractional() << "; want a quarter (the /err requests)";
+}
+
 }  // namespace
 }  // namespace headroom
