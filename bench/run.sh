@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
-# Runs the three benchmarks from an existing build directory (it builds nothing)
-# and prints their tables with the machine's context.
+# Runs the benchmarks from an existing build directory (it builds nothing)
+# and prints their tables with the machine's context: the three daemon
+# benchmarks, then the eBPF endpoint probes' (bench/bench_endpoints.sh).
 #
-#   bench/run.sh [--quick] BUILD_DIR
+#   bench/run.sh [--quick] [--no-endpoints] BUILD_DIR
 #
 # --quick: a smoke run (fewer iterations, daemon for 5 s) that checks the
 # benchmarks still run; its figures are not measurements of the goals.
+# --no-endpoints: skip bench_endpoints.sh (about 8 minutes; root, nginx, wrk,
+# bpftool, jq). Without root or those tools it is skipped with the reason.
 set -euo pipefail
 
 quick=0
+endpoints=1
 build=""
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --no-endpoints) endpoints=0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $arg" >&2; exit 2 ;;
     *) build="$arg" ;;
   esac
 done
 if [[ -z "$build" ]]; then
-  echo "usage: bench/run.sh [--quick] BUILD_DIR" >&2
+  echo "usage: bench/run.sh [--quick] [--no-endpoints] BUILD_DIR" >&2
   exit 2
 fi
 
@@ -54,5 +59,31 @@ echo
 "$bin/bench_reader_latency" "${reader_args[@]}"
 echo
 "$bin/bench_daemon_cpu" "${daemon_args[@]}"
+echo
+
+# The endpoint probes' benchmark drives nginx and wrk and loads eBPF: it needs
+# root and those tools; without them it is skipped, not failed.
+endpoints_skip=""
+if (( ! endpoints )); then
+  endpoints_skip="--no-endpoints"
+elif (( EUID != 0 )); then
+  endpoints_skip="needs root"
+else
+  for tool in nginx wrk bpftool jq; do
+    command -v "$tool" >/dev/null || endpoints_skip="${endpoints_skip:+$endpoints_skip, }$tool not installed"
+  done
+  for b in bench/bench_syscall_overhead bench/bench_open_conns agent/headroomd agent/headroomctl tests/tools/hr-test-load; do
+    [[ -x "$build/$b" ]] || endpoints_skip="${endpoints_skip:+$endpoints_skip, }$build/$b not built"
+  done
+fi
+if [[ -z "$endpoints_skip" ]]; then
+  endpoints_args=()
+  (( quick )) && endpoints_args+=(--quick)
+  "$(dirname "$0")/bench_endpoints.sh" "${endpoints_args[@]}" "$build"
+else
+  echo "# bench_endpoints.sh skipped: $endpoints_skip"
+  echo "#   (cmake --build $build --target headroomd headroomctl hr-test-load bench_syscall_overhead bench_open_conns;"
+  echo "#    apt-get install -y nginx-light wrk bpftool jq; run as root)"
+fi
 echo
 echo "load at end: $(cat /proc/loadavg)"
