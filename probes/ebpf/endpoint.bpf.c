@@ -259,6 +259,12 @@ static __always_inline __u32 classify(const struct hr_port *pe, const char *b, l
   return best;
 }
 
+static __always_inline void count_start(__u32 ep) {
+  if (ep >= HR_MAX_ENDPOINTS) return;
+  struct hr_stats *s = bpf_map_lookup_elem(&stats, &ep);
+  if (s) s->started++;
+}
+
 static __always_inline void count_end(__u32 ep, __u64 latency, int completed, int error) {
   struct hr_endpoint *e = bpf_map_lookup_elem(&endpoints, &ep);
   struct hr_stats *s = bpf_map_lookup_elem(&stats, &ep);
@@ -296,10 +302,7 @@ static __always_inline void on_data_in(struct call *c, long ret) {
   long n = peek(b, c->buf, ret);
   struct hr_inflight r = {.start_ns = start, .ep = classify(pe, b, n, c->buf, 0), .port = (__u16)c->port};
   bpf_map_update_elem(&inflight, &sk, &r, BPF_ANY);
-  if (r.ep < HR_MAX_ENDPOINTS) {
-    struct hr_stats *s = bpf_map_lookup_elem(&stats, &r.ep);
-    if (s) s->started++;
-  }
+  count_start(r.ep);
 }
 
 static __always_inline void on_data_out(struct call *c, long ret) {
@@ -459,10 +462,7 @@ static __always_inline void sock_arrival(const struct sock *sk) {
   __u32 ep = pe->generic_ep;
   struct hr_inflight r = {.start_ns = bpf_ktime_get_ns(), .ep = ep, .port = (__u16)port, .flags = HR_F_WAITING};
   bpf_map_update_elem(&inflight, &key, &r, BPF_NOEXIST);
-  if (ep < HR_MAX_ENDPOINTS) {
-    struct hr_stats *s = bpf_map_lookup_elem(&stats, &ep);
-    if (s) s->started++;
-  }
+  count_start(ep);
 }
 
 static __always_inline void sock_read(const struct sock *sk, int ret, int flags) {
@@ -478,11 +478,7 @@ static __always_inline void sock_read(const struct sock *sk, int ret, int flags)
       /* its first bytes were not visible at arrival: the port's endpoint */
       if (r->ep == HR_PENDING) {
         r->ep = pe->generic_ep;
-        if (r->ep < HR_MAX_ENDPOINTS) {
-          __u32 ep = r->ep;
-          struct hr_stats *s = bpf_map_lookup_elem(&stats, &ep);
-          if (s) s->started++;
-        }
+        count_start(r->ep);
       }
     }
     return;
@@ -492,11 +488,7 @@ static __always_inline void sock_read(const struct sock *sk, int ret, int flags)
   if (!enabled()) return;
   struct hr_inflight n = {.start_ns = bpf_ktime_get_ns(), .ep = pe->generic_ep, .port = (__u16)port};
   bpf_map_update_elem(&inflight, &key, &n, BPF_ANY);
-  if (n.ep < HR_MAX_ENDPOINTS) {
-    __u32 ep = n.ep;
-    struct hr_stats *s = bpf_map_lookup_elem(&stats, &ep);
-    if (s) s->started++;
-  }
+  count_start(n.ep);
 }
 
 static __always_inline void sock_write(const struct sock *sk, const struct msghdr *msg) {

@@ -868,5 +868,64 @@ TEST(EndpointEbpf, ServerErrorsCountAsErrorsPerSecond) {
       << "eps " << r.eps() << " of rps " << r.rps_fractional() << "; want a quarter (the /err requests)";
 }
 
+// 9. What the kernel or the process lacks: no BTF (a --sys-root without
+// kernel/btf/vmlinux stands in for a kernel built without it) and no
+// permission (headroomd as an unprivileged user). Each time: node.orca goes
+// on, the endpoint reports say unavailable, and one error names what is
+// missing and what to do.
+void expect_degraded(Process& p, const TempDir& dir, const std::string& must_name, const char* what) {
+  const std::string orca = dir / "orca";
+  std::optional<orca::Report> ep;
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto r = orca::read_report_file(orca + "/endpoint.web.orca");
+        if (r) ep = *r;
+        return ep && seq_of(*ep) >= 15;
+      },
+      10s))
+      << what << ": no endpoint report; stderr:\n" << p.err();
+  EXPECT_EQ(metric_or(*ep, "headroom.ebpf.unavailable"), 1.0) << what << ": " << describe(*ep);
+  EXPECT_FALSE(ep->utilization().contains("latency.slo_target")) << what;
+  auto node = orca::read_report_file(orca + "/node.orca");
+  ASSERT_TRUE(node) << what << ": no node.orca";
+  EXPECT_TRUE(node->utilization().contains("cpu")) << what << ": node.orca lost its cpu signal";
+  const std::string err = p.err();
+  std::size_t count = 0;
+  for (auto pos = err.find("endpoint latency signals unavailable"); pos != std::string::npos;
+       pos = err.find("endpoint latency signals unavailable", pos + 1))
+    ++count;
+  EXPECT_EQ(count, 1u) << what << ": the error must be logged exactly once; stderr:\n" << err;
+  EXPECT_NE(err.find(must_name), std::string::npos) << what << ": the error must name \"" << must_name
+                                                    << "\"; stderr:\n" << err;
+  EXPECT_TRUE(p.running()) << what;
+}
+
+TEST(EndpointEbpf, KernelWithoutBtfIsExplainedOnceAndNodeGoesOn) {
+  TempDir dir(testing::tmpfs_base());
+  const auto config = dir.write("headroom.toml", "[agent]\ninterval = \"100ms\"\n");
+  dir.mkdir("sys-without-btf");
+  Process p({HEADROOMD_PATH, "--config", config, "--orca-dir", dir / "orca", "--sys-root", dir / "sys-without-btf",
+             "--endpoint", "name=web,port=8080,target=10ms,max=500ms"},
+            dir);
+  expect_degraded(p, dir, "CONFIG_DEBUG_INFO_BTF", "no BTF");
+}
+
+TEST(EndpointEbpf, UnprivilegedUserIsExplainedOnceAndNodeGoesOn) {
+  if (::geteuid() != 0) GTEST_SKIP() << "SKIPPED: needs root to start headroomd as another user";
+  TempDir dir(testing::tmpfs_base());
+  const auto config = dir.write("headroom.toml", "[agent]\ninterval = \"100ms\"\n");
+  dir.mkdir("orca");
+  ::chmod((dir / "orca").c_str(), 0777);
+  ::chmod(config.c_str(), 0644);
+  ::chmod(dir.path().c_str(), 0755);
+  testing::ProcessOptions as_nobody;
+  as_nobody.uid = 65534;
+  as_nobody.gid = 65534;
+  Process p({HEADROOMD_PATH, "--config", config, "--orca-dir", dir / "orca", "--endpoint",
+             "name=web,port=8080,target=10ms,max=500ms"},
+            dir, as_nobody);
+  expect_degraded(p, dir, "CAP_BPF", "unprivileged");
+}
+
 }  // namespace
 }  // namespace headroom

@@ -1,6 +1,7 @@
 // The configuration layer: defaults, every key, every class of error with its
 // place in the file, the duration syntax, and the shipped example.
 #include "agent/config.h"
+#include "config_cases.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,27 +21,11 @@
 namespace headroom::agent {
 namespace {
 
+using namespace headroom::agent::config_cases;
+
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using std::chrono::nanoseconds;
-
-Config must_parse(std::string_view text) {
-  auto r = parse_config(text, "test.toml");
-  if (const auto* e = std::get_if<ConfigError>(&r)) {
-    ADD_FAILURE() << "unexpected error: " << e->to_string() << "\nin:\n" << text;
-    return Config{};
-  }
-  return std::get<Config>(r);
-}
-
-ConfigError must_fail(std::string_view text) {
-  auto r = parse_config(text, "test.toml");
-  if (std::holds_alternative<Config>(r)) {
-    ADD_FAILURE() << "parsed without error:\n" << text;
-    return ConfigError{};
-  }
-  return std::get<ConfigError>(r);
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -194,27 +179,11 @@ TEST(ConfigValues, LaterErrorsDoNotHideEarlierOnes) {
 // ---------------------------------------------------------------------------
 // Errors: key, place and message
 
-struct ErrorCase {
-  const char* name;
-  const char* text;
-  const char* key;
-  int line;
-  int column;
-  std::vector<const char*> message_parts;
-};
-
-void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.name; }
-
 class ConfigErrors : public ::testing::TestWithParam<ErrorCase> {};
 
 TEST_P(ConfigErrors, ReportsKeyPlaceAndMessage) {
   const ErrorCase& c = GetParam();
-  const ConfigError e = must_fail(c.text);
-  EXPECT_EQ(e.file, "test.toml");
-  EXPECT_EQ(e.key, c.key) << e.to_string();
-  EXPECT_EQ(e.line, c.line) << e.to_string();
-  EXPECT_EQ(e.column, c.column) << e.to_string();
-  for (const char* part : c.message_parts) EXPECT_THAT(e.message, HasSubstr(part)) << e.to_string();
+  expect_error_case(c);
 }
 
 const ErrorCase kErrorCases[] = {
