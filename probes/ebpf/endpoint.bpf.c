@@ -309,9 +309,18 @@ static __always_inline void on_data_out(struct call *c, long ret) {
   __u64 sk = c->sk;
   struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &sk);
   if (!r) return; /* the rest of a response, or the server speaking first */
-  if (r->ep == HR_PENDING) return; /* the next request arrived before this write */
   __u64 latency = bpf_ktime_get_ns() - r->start_ns;
   __u32 ep = r->ep;
+  if (ep == HR_PENDING) {
+    /* Answered without a read this program saw (splice(2)), or the next
+     * request arrived before the last write of an answer. Either way the
+     * entry ends here, so it cannot stay "waiting" for ever: it counts for the
+     * port's endpoint without a path, if there is one. */
+    __u32 port = r->port;
+    struct hr_port *pe = bpf_map_lookup_elem(&ports, &port);
+    ep = pe ? pe->generic_ep : HR_NO_ENDPOINT;
+    count_start(ep);
+  }
   bpf_map_delete_elem(&inflight, &sk);
   if (ep >= HR_MAX_ENDPOINTS) return;
   char b[12] = {};
@@ -497,7 +506,8 @@ static __always_inline void sock_write(const struct sock *sk, const struct msghd
   __u64 key = (__u64)sk;
   struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &key);
   if (!r) return;                        /* the rest of an answer */
-  if (r->flags & HR_F_WAITING) return;   /* the next request arrived before this write */
+  /* A request still "waiting" (read with splice(2), or arrived before the
+   * last write of the previous answer) ends here too, so none waits for ever. */
   __u64 latency = bpf_ktime_get_ns() - r->start_ns;
   __u32 ep = r->ep;
   bpf_map_delete_elem(&inflight, &key);
