@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/normalize.h"  // CompositeMethod
+#include "headroom/orca/names.h"
 #include "headroom/orca/result.h"
 #include "probes/cgroup.h"
 
@@ -23,12 +24,12 @@ inline constexpr const char* kDefaultConfigPath = "/etc/headroom/headroom.toml";
 inline constexpr int kExitConfig = 78;     // EX_CONFIG
 inline constexpr int kExitCantCreat = 73;  // EX_CANTCREAT: the orca directory is unusable
 
-// Signal keys, as they appear in the report's utilization map.
-inline constexpr std::string_view kSignalCpu = "cpu";
-inline constexpr std::string_view kSignalMemory = "memory";
-inline constexpr std::string_view kSignalCpuPressure = "cpu.pressure";
-inline constexpr std::string_view kSignalMemoryPressure = "memory.pressure";
-inline constexpr std::string_view kSignalIoPressure = "io.pressure";
+// Signal keys, as they appear in the report's utilization map (headroom/orca/names.h).
+using orca::kSignalCpu;
+using orca::kSignalCpuPressure;
+using orca::kSignalIoPressure;
+using orca::kSignalMemory;
+using orca::kSignalMemoryPressure;
 inline constexpr std::string_view kNodeSignals[] = {kSignalCpu, kSignalMemory, kSignalCpuPressure,
                                                     kSignalMemoryPressure, kSignalIoPressure};
 
@@ -54,9 +55,9 @@ inline constexpr std::size_t kMaxEndpointPathBytes = 63;   // path prefix length
 inline constexpr std::size_t kMaxEndpointNameBytes = 64;
 
 // Signal keys of an endpoint report's utilization map.
-inline constexpr std::string_view kSignalSloTarget = "latency.slo_target";
-inline constexpr std::string_view kSignalSloMax = "latency.slo_max";
-inline constexpr std::string_view kSignalConcurrency = "concurrency";
+using orca::kSignalConcurrency;
+using orca::kSignalSloMax;
+using orca::kSignalSloTarget;
 
 struct EndpointConfig {
   std::string name;   // [A-Za-z0-9_.-], 1..64 bytes, unique; not "." or ".."

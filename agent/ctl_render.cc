@@ -108,7 +108,7 @@ std::string format_named_metric(std::string_view key, double value) {
   if (key == orca::kTimestampMsKey && std::isfinite(value) && std::fabs(value) < 1e15)
     return format_number(value) + " (" + format_utc(static_cast<int64_t>(value)) + ")";
   if (ends_with(key, "_bytes")) return format_mib(value);
-  if (key == "headroom.cpu.busy" || key == "headroom.cpu.saturation") return format_percent(value);
+  if (key == orca::kMetricCpuBusy || key == orca::kMetricCpuSaturation) return format_percent(value);
   return format_number(value);
 }
 
@@ -298,7 +298,7 @@ Table build_watch_table(std::vector<WatchEntry> entries, int64_t now_unix_ms) {
     for (std::size_t i = 0; i < keys.size(); ++i)
       if (auto it = r.utilization().find(keys[i]); it != r.utilization().end()) row[6 + i] = format_percent(it->second);
     const Marker mark = marker_of(r, st);
-    const bool no_ebpf = r.named_metrics().contains(kEbpfUnavailableMetric);
+    const bool no_ebpf = r.named_metrics().contains(std::string(kEbpfUnavailableMetric));
     row.back() = mark.stopped ? "STOPPED"
                  : mark.stale ? "STALE: " + mark.reason
                  : no_ebpf    ? "ok, latency unavailable (no eBPF)"

@@ -50,7 +50,7 @@ std::string scope_of_file_name(std::string_view name);
 std::string scope_of_path(std::string_view path);
 
 // Set in endpoint reports whose latency signals are unavailable (docs/endpoints.md).
-inline constexpr const char* kEbpfUnavailableMetric = "headroom.ebpf.unavailable";
+inline constexpr std::string_view kEbpfUnavailableMetric = orca::kMetricEbpfUnavailable;
 
 // `headroomctl cat`: header line (file, seq, age, interval, STALE/STOPPED), the
 // top-level fields, then the maps sorted by key. No trailing newlines.

@@ -25,7 +25,7 @@ orca::Report build_node_report(const NodeSample& sample, const Config& config, c
   orca::Report r;
   std::vector<std::pair<double, double>> parts;
   for (const auto& [key, value] : sample.signals) {
-    const bool endpoint_signal = config.include_endpoints && key.starts_with("endpoint.");
+    const bool endpoint_signal = config.include_endpoints && key.starts_with(orca::kEndpointSignalPrefix);
     if (!config.signal_enabled(key) && !endpoint_signal) continue;
     (*r.mutable_utilization())[key] = clamp01(value);
     parts.emplace_back(value < 0 ? 0.0 : value, config.weight(key));
@@ -58,17 +58,17 @@ orca::Report build_endpoint_report(const EndpointConfig& endpoint, const Endpoin
   if (auto app = endpoint_composite(*s)) r.set_application_utilization(*app);
   r.set_rps_fractional(s->rps);
   r.set_eps(s->eps);
-  nm["headroom.inflight"] = s->inflight_now;
-  nm["headroom.inflight.avg"] = s->inflight_avg;
-  nm["headroom.pending"] = s->pending;
-  if (s->concurrency) nm["headroom.concurrency"] = *s->concurrency;
-  if (s->p50_ms) nm["headroom.latency.p50_ms"] = *s->p50_ms;
-  if (s->p90_ms) nm["headroom.latency.p90_ms"] = *s->p90_ms;
-  if (s->p99_ms) nm["headroom.latency.p99_ms"] = *s->p99_ms;
-  nm["headroom.window.requests"] = static_cast<double>(s->window_requests);
-  nm["headroom.window.seconds"] = s->window_seconds;
-  nm["headroom.slo.target_ms"] = static_cast<double>(endpoint.target.count()) / 1e6;
-  nm["headroom.slo.max_ms"] = static_cast<double>(endpoint.max.count()) / 1e6;
+  nm[std::string(orca::kMetricInflight)] = s->inflight_now;
+  nm[std::string(orca::kMetricInflightAvg)] = s->inflight_avg;
+  nm[std::string(orca::kMetricPending)] = s->pending;
+  if (s->concurrency) nm[std::string(orca::kMetricConcurrency)] = *s->concurrency;
+  if (s->p50_ms) nm[std::string(orca::kMetricLatencyP50Ms)] = *s->p50_ms;
+  if (s->p90_ms) nm[std::string(orca::kMetricLatencyP90Ms)] = *s->p90_ms;
+  if (s->p99_ms) nm[std::string(orca::kMetricLatencyP99Ms)] = *s->p99_ms;
+  nm[std::string(orca::kMetricWindowRequests)] = static_cast<double>(s->window_requests);
+  nm[std::string(orca::kMetricWindowSeconds)] = s->window_seconds;
+  nm[std::string(orca::kMetricSloTargetMs)] = static_cast<double>(endpoint.target.count()) / 1e6;
+  nm[std::string(orca::kMetricSloMaxMs)] = static_cast<double>(endpoint.max.count()) / 1e6;
   add_meta(nm, meta);
   return r;
 }

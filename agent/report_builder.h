@@ -39,6 +39,6 @@ orca::Report build_endpoint_report(const EndpointConfig& endpoint, const Endpoin
                                    const ReportMeta& meta);
 
 // Named metric keys of endpoint reports.
-inline constexpr std::string_view kEbpfUnavailableKey = "headroom.ebpf.unavailable";
+inline constexpr std::string_view kEbpfUnavailableKey = orca::kMetricEbpfUnavailable;
 
 }  // namespace headroom::agent

@@ -119,7 +119,7 @@ NodeSample NodeSampler::sample(int64_t now_ns) {
     if (cg) {
       const unsigned host_ncpu = host ? host->ncpu : 0;
       const double capacity = cgroup_cpu_capacity(host_ncpu, cg->cpu.quota_cpus, cg->cpu.cpuset_cpus);
-      out.raw.emplace("headroom.cpu.capacity", capacity);
+      out.raw.emplace(orca::kMetricCpuCapacity, capacity);
       if (prev_cgroup_.reading) {
         const auto& p = *prev_cgroup_.reading;
         const int64_t dt = elapsed(prev_cgroup_.at_ns);
@@ -132,16 +132,16 @@ NodeSample NodeSampler::sample(int64_t now_ns) {
         else
           saturation = throttled_fraction(p.cpu.throttled_usec, cg->cpu.throttled_usec, dt);
         if (busy) {
-          out.raw.emplace("headroom.cpu.busy", *busy);
-          out.raw.emplace("headroom.cpu.saturation", saturation.value_or(0.0));
+          out.raw.emplace(orca::kMetricCpuBusy, *busy);
+          out.raw.emplace(orca::kMetricCpuSaturation, saturation.value_or(0.0));
           out.signals.emplace(kSignalCpu, *busy + saturation.value_or(0.0));
         }
       }
     }
   } else if (want_cpu_ && host) {
-    out.raw.emplace("headroom.cpu.capacity", static_cast<double>(host->ncpu));
-    out.raw.emplace("headroom.procs_running", host->procs_running > 0 ? host->procs_running - 1.0 : 0.0);
-    out.raw.emplace("headroom.procs_blocked", static_cast<double>(host->procs_blocked));
+    out.raw.emplace(orca::kMetricCpuCapacity, static_cast<double>(host->ncpu));
+    out.raw.emplace(orca::kMetricProcsRunning, host->procs_running > 0 ? host->procs_running - 1.0 : 0.0);
+    out.raw.emplace(orca::kMetricProcsBlocked, static_cast<double>(host->procs_blocked));
 
     // Run-queue delay where the kernel accounts it (CONFIG_SCHEDSTATS), else the
     // sampled number of runnable tasks beyond the CPU count.
@@ -161,8 +161,8 @@ NodeSample NodeSampler::sample(int64_t now_ns) {
     if (!schedstat_usable_) saturation = runnable_excess(host->procs_running, host->ncpu);
     if (prev_cpu_.reading) {
       if (auto busy = cpu_busy_fraction(prev_cpu_.reading->total, host->total)) {
-        out.raw.emplace("headroom.cpu.busy", *busy);
-        out.raw.emplace("headroom.cpu.saturation", saturation.value_or(0.0));
+        out.raw.emplace(orca::kMetricCpuBusy, *busy);
+        out.raw.emplace(orca::kMetricCpuSaturation, saturation.value_or(0.0));
         out.signals.emplace(kSignalCpu, *busy + saturation.value_or(0.0));
       }
     }
@@ -176,10 +176,10 @@ NodeSample NodeSampler::sample(int64_t now_ns) {
     std::optional<double> m;
     if (cg) {
       m = cgroup_memory_fraction(cg->memory, mem ? mem->total_bytes : 0);
-      out.raw.emplace("headroom.memory.used_bytes", static_cast<double>(cg->memory.current_bytes));
+      out.raw.emplace(orca::kMetricMemoryUsedBytes, static_cast<double>(cg->memory.current_bytes));
     } else if (!cgroup_ && mem) {
       m = memory_fraction(*mem);
-      out.raw.emplace("headroom.memory.used_bytes", static_cast<double>(mem->total_bytes - std::min(mem->available_bytes, mem->total_bytes)));
+      out.raw.emplace(orca::kMetricMemoryUsedBytes, static_cast<double>(mem->total_bytes - std::min(mem->available_bytes, mem->total_bytes)));
     }
     if (m) out.signals.emplace(kSignalMemory, *m);
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "headroom/orca/names.h"  // the metadata keys
 #include "headroom/orca/result.h"
 #include "xds/data/orca/v3/orca_load_report.pb.h"
 
@@ -16,12 +17,6 @@ using Report = xds::data::orca::v3::OrcaLoadReport;
 
 // Largest report file a reader accepts. A real report is a few hundred bytes.
 inline constexpr std::size_t kMaxReportBytes = 64 * 1024;
-
-// Metadata keys in named_metrics.
-inline constexpr std::string_view kTimestampMsKey = "headroom.timestamp_ms";
-inline constexpr std::string_view kSeqKey = "headroom.seq";
-inline constexpr std::string_view kIntervalMsKey = "headroom.interval_ms";
-inline constexpr std::string_view kStoppedKey = "headroom.stopped";
 
 // File names: "node.orca", "endpoint.<name>.orca".
 inline constexpr std::string_view kReportSuffix = ".orca";
