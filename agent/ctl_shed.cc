@@ -1,7 +1,6 @@
 // `headroomctl shed`: what the reference shedder (headroom/orca/shedder.h)
 // would drop right now, read from one report file.
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -12,6 +11,7 @@
 #include "agent/ctl_commands.h"
 #include "agent/ctl_render.h"
 #include "headroom/orca/report.h"
+#include "headroom/orca/report_reader.h"  // unix_now_ms
 #include "headroom/orca/shedder.h"
 
 namespace headroom::ctl {
@@ -28,11 +28,6 @@ struct ShedOptions {
   std::vector<std::string> signals;  // empty: the default configuration
   std::string stale_policy = "fail_open";
 };
-
-int64_t unix_now_ms() {
-  using std::chrono::milliseconds;
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // One decimal, but never "0.0 %" for a probability that is not 0 nor
 // "100.0 %" for one that is not 1: whether anything is shed at all matters.
@@ -94,7 +89,7 @@ int run(const ShedOptions& o) {
     return 64;  // EX_USAGE, as for other bad arguments
   }
 
-  const int64_t now = unix_now_ms();
+  const int64_t now = orca::unix_now_ms();
   const auto staleness = orca::check_staleness(*report, now, kStaleIntervals);
   std::vector<std::string> lines;
 

@@ -1,10 +1,9 @@
 // headroomctl: the operator's view of the report files headroomd publishes.
 // Rendering is in ctl_render.{h,cc}; this file does the I/O.
-#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/inotify.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +22,7 @@
 #include "agent/ctl_commands.h"
 #include "agent/ctl_render.h"
 #include "headroom/orca/report.h"
+#include "headroom/orca/report_reader.h"
 
 namespace {
 
@@ -37,10 +37,6 @@ constexpr int kExitUsage = 64;      // EX_USAGE
 // this often.
 constexpr milliseconds kCoalesce{100};
 
-int64_t unix_now_ms() {
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 void write_all(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
@@ -54,7 +50,7 @@ int run_cat(const std::string& file, bool json) {
     std::fprintf(stderr, "headroomctl: %s: %s\n", file.c_str(), ctl::without_path(report.error().message, file).c_str());
     return kExitUnreadable;
   }
-  const int64_t now = unix_now_ms();
+  const int64_t now = orca::unix_now_ms();
   std::string out;
   if (json) {
     out = ctl::render_report_json(file, *report, now) + "\n";
@@ -97,25 +93,20 @@ class Fd {
   int fd_;
 };
 
-std::string parent_of(const std::string& dir) {
-  const auto slash = dir.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return dir.substr(0, slash);
-}
-
+// The table follows the directory through the reader library's
+// orca::ReportDirectory: the same inotify handling, validation and
+// "directory not there yet" logic that consumers get.
 class Watcher {
  public:
   Watcher(std::string dir, milliseconds interval, uint64_t count)
       : dir_(std::move(dir)), interval_(interval), count_(count) {
-    // "a/b/" would make the parent "a/b"; the trailing slash adds nothing.
+    // "a/b/" names the same directory as "a/b"; the title shows the latter.
     while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
-    parent_ = parent_of(dir_);
   }
 
   int run() {
     // Signals arrive through a descriptor so poll() sees them with the
-    // inotify events and the loop can end between frames.
+    // directory's events and the loop can end between frames.
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
@@ -123,11 +114,11 @@ class Watcher {
     if (sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) return fail("sigprocmask");
     Fd sfd(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
     if (sfd.get() < 0) return fail("signalfd");
-    Fd ifd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-    if (ifd.get() < 0)  // still useful: frames follow the interval only
-      std::fprintf(stderr, "headroomctl: inotify: %s; refreshing every %lld ms only\n", std::strerror(errno),
-                   static_cast<long long>(interval_.count()));
-    inotify_ = ifd.get();
+    auto reports = orca::ReportDirectory::open(dir_);
+    if (!reports) {
+      std::fprintf(stderr, "headroomctl: %s\n", reports.error().message.c_str());
+      return kExitUnreadable;
+    }
     tty_ = ::isatty(STDOUT_FILENO) == 1;
 
     uint64_t frames = 0;
@@ -136,7 +127,7 @@ class Watcher {
     for (;;) {
       const auto now = Clock::now();
       if (frames == 0 || now >= last_draw + interval_ || (dirty && now >= last_draw + kCoalesce)) {
-        draw();
+        draw(*reports);
         ++frames;
         last_draw = now;
         dirty = false;
@@ -145,12 +136,12 @@ class Watcher {
       auto deadline = last_draw + interval_;
       if (dirty) deadline = std::min(deadline, last_draw + kCoalesce);
       const auto wait = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
-      pollfd fds[2] = {{sfd.get(), POLLIN, 0}, {inotify_, POLLIN, 0}};
-      const int n = ::poll(fds, inotify_ >= 0 ? 2 : 1, static_cast<int>(std::max<int64_t>(wait, 0)));
+      pollfd fds[2] = {{sfd.get(), POLLIN, 0}, {reports->fd(), POLLIN, 0}};
+      const int n = ::poll(fds, 2, static_cast<int>(std::max<int64_t>(wait, 0)));
       if (n < 0 && errno != EINTR) return fail("poll");
       if (n <= 0) continue;
       if (fds[0].revents != 0) return 0;  // SIGINT or SIGTERM: a clean exit
-      if (inotify_ >= 0 && fds[1].revents != 0 && drain_events()) dirty = true;
+      if (fds[1].revents != 0 && !reports->process_events().empty()) dirty = true;
     }
   }
 
@@ -160,108 +151,44 @@ class Watcher {
     return kExitUnreadable;
   }
 
-  // Watches the directory, or, while it cannot, its parent so that its
-  // creation is noticed at once. Returns the reason it is not watched, or "".
-  std::string ensure_watch() {
-    if (inotify_ < 0) {
-      // Without inotify, only tell whether the directory is there.
-      DIR* d = ::opendir(dir_.c_str());
-      if (d == nullptr) return std::strerror(errno);
-      ::closedir(d);
-      return {};
-    }
-    if (dir_wd_ >= 0) return {};
-    const int wd = ::inotify_add_watch(inotify_, dir_.c_str(),
-                                       IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_FROM |
-                                           IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR);
-    if (wd >= 0) {
-      dir_wd_ = wd;
-      if (parent_wd_ >= 0 && parent_wd_ != dir_wd_) ::inotify_rm_watch(inotify_, parent_wd_);
-      parent_wd_ = -1;
-      return {};
-    }
-    const std::string reason = errno == ENOTDIR ? "not a directory" : std::strerror(errno);
-    if (parent_wd_ < 0) parent_wd_ = ::inotify_add_watch(inotify_, parent_.c_str(), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
-    return reason;
+  // Why the directory is not being followed, for the "waiting for" notice.
+  std::string waiting_reason(const orca::ReportDirectory& reports) const {
+    if (reports.watching()) return {};
+    struct stat st {};
+    if (::stat(dir_.c_str(), &st) != 0) return std::strerror(errno);
+    if (!S_ISDIR(st.st_mode)) return "not a directory";
+    return "cannot watch it";
   }
 
-  // Reads pending events; true when the table may have changed.
-  bool drain_events() {
-    alignas(inotify_event) char buf[8192];
-    bool changed = false;
-    for (;;) {
-      const ssize_t n = ::read(inotify_, buf, sizeof buf);
-      if (n <= 0) break;  // EAGAIN: drained
-      for (ssize_t off = 0; off < n;) {
-        const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
-        off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
-        if ((ev->mask & IN_Q_OVERFLOW) != 0) {
-          changed = true;
-        } else if (ev->wd == dir_wd_ && dir_wd_ >= 0) {
-          if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
-            // Gone or renamed away: a watch on the moved directory would
-            // report the wrong one, so drop it and wait for the path again.
-            ::inotify_rm_watch(inotify_, dir_wd_);
-            dir_wd_ = -1;
-            changed = true;
-          } else if (ev->len == 0 || ev->name[0] != '.') {
-            // Hidden names are the writer's temporaries: the rename that
-            // follows is what changes the table.
-            changed = true;
-          }
-        } else if (ev->wd == parent_wd_ && parent_wd_ >= 0) {
-          if ((ev->mask & IN_IGNORED) != 0) parent_wd_ = -1;  // the parent went away too
-          changed = true;  // maybe our directory appeared; draw() re-adds the watch
-        }
-      }
-    }
-    return changed;
-  }
-
-  // Reads every report file; an ENOENT error means it vanished between the
-  // listing and the read, which the next frame shows anyway.
-  std::string scan(std::vector<ctl::WatchEntry>& entries) {
-    DIR* d = ::opendir(dir_.c_str());
-    if (d == nullptr) return errno == ENOTDIR ? "not a directory" : std::strerror(errno);
-    std::vector<std::string> names;
-    while (const dirent* de = ::readdir(d)) {
-      std::string scope = ctl::scope_of_file_name(de->d_name);
-      if (!scope.empty()) names.emplace_back(de->d_name);
-    }
-    ::closedir(d);
-    for (const auto& name : names) {
-      const std::string path = dir_ + "/" + name;
-      auto report = orca::read_report_file(path);
-      ctl::WatchEntry e;
-      e.scope = ctl::scope_of_file_name(name);
-      if (report) {
-        e.report = std::move(*report);
-      } else {
-        if (report.error().code == ENOENT) continue;
-        e.error = ctl::without_path(report.error().message, path);
-      }
-      entries.push_back(std::move(e));
-    }
-    return {};
-  }
-
-  void draw() {
+  // One row per report file on disk: the reader also remembers scopes whose
+  // file went away (as stale), which a table of the directory leaves out.
+  void draw(const orca::ReportDirectory& reports) {
     ctl::WatchFrame frame;
     frame.dir = dir_;
-    frame.waiting_reason = ensure_watch();
-    if (frame.waiting_reason.empty()) frame.waiting_reason = scan(frame.entries);
-    frame.now_unix_ms = unix_now_ms();
+    frame.now_unix_ms = orca::unix_now_ms();
+    frame.waiting_reason = waiting_reason(reports);
+    if (frame.waiting_reason.empty()) {
+      for (const auto& scope : reports.scopes()) {
+        auto state = reports.get(scope, frame.now_unix_ms);
+        if (!state || state->removed) continue;
+        ctl::WatchEntry e;
+        e.scope = scope;
+        if (state->error.empty())
+          e.report = std::move(state->report);
+        else
+          e.error = ctl::without_path(state->error, dir_ + "/" + orca::report_file_name(scope));
+        frame.entries.push_back(std::move(e));
+      }
+    }
     std::string out = tty_ ? "\x1b[H\x1b[2J" : "";
     for (const auto& line : ctl::render_watch_frame(frame)) out += line + "\n";
     if (!tty_) out += "\n";  // frames in a log are separated by a blank line
     write_all(out);
   }
 
-  std::string dir_, parent_;
+  std::string dir_;
   milliseconds interval_;
   uint64_t count_;
-  int inotify_ = -1;
-  int dir_wd_ = -1, parent_wd_ = -1;
   bool tty_ = false;
 };
 
