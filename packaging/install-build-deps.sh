@@ -17,10 +17,12 @@ apt-get install -y -q --no-install-recommends \
   libgtest-dev libgmock-dev \
   python3-protobuf nginx-light wrk \
   systemd systemd-container debootstrap \
-  rpm lintian dpkg-dev file fakeroot
+  rpm lintian dpkg-dev file fakeroot \
+  ccache
 # clang, llvm (llvm-strip) and bpftool build the eBPF programs; nginx-light
 # and wrk are a third-party server and load generator for the eBPF tests and
-# benchmarks. The last two lines are for the packaging tests (tests/packaging/): systemd
+# benchmarks. The two lines before ccache are for the packaging tests (tests/packaging/): systemd
 # for systemd-analyze, systemd-container + debootstrap to boot a real systemd
 # in a container, rpm (rpmbuild for CPack, rpm -qp checks), lintian, dpkg-dev
 # (dpkg-shlibdeps for CPACK_DEBIAN_PACKAGE_SHLIBDEPS) and file (CPack's strip step).
+# ccache keeps compiled objects between runs of tests/run-all.sh (CI included).

@@ -6,6 +6,11 @@
 #   sudo tests/run-all.sh            # everything
 #   tests/run-all.sh --no-deps       # skip apt-get (dependencies already there)
 #   tests/run-all.sh --no-sanitize   # skip the sanitizer pass
+#
+# Compilation is cached across runs and clones with ccache, in
+# $HEADROOM_CACHE_DIR (default /var/cache/headroom-build as root, else
+# ~/.cache/headroom-build), outside the source tree; so is the Debian root
+# the packaging test boots. Delete that directory to start cold.
 set -eu
 cd "$(dirname "$0")/.."
 deps=1 sanitize=1
@@ -27,13 +32,37 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "NOTE: not root; tests that switch to an unprivileged user run as $(id -un) instead." >&2
 fi
 
+if [ -z "${HEADROOM_CACHE_DIR:-}" ]; then
+  if [ "$(id -u)" -eq 0 ]; then HEADROOM_CACHE_DIR=/var/cache/headroom-build
+  else HEADROOM_CACHE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/headroom-build; fi
+fi
+export HEADROOM_CACHE_DIR
+mkdir -p "$HEADROOM_CACHE_DIR"
+launcher=
+if command -v ccache >/dev/null 2>&1; then
+  # The cache key leaves out the clone's folder: paths below the source tree
+  # are hashed relative to it (basedir), the build directory is not hashed
+  # (nohashdir), and __FILE__ may name the clone that filled the cache
+  # (file_macro: only failure messages show it).
+  export CCACHE_DIR="$HEADROOM_CACHE_DIR/ccache" CCACHE_BASEDIR="$(pwd)" CCACHE_NOHASHDIR=1 \
+    CCACHE_SLOPPINESS=file_macro,include_file_mtime,include_file_ctime,time_macros CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-4G}
+  launcher="-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+  ccache -z >/dev/null
+else
+  echo "NOTE: ccache is not installed; every run compiles from scratch." >&2
+fi
+
 jobs=$(nproc)
+start=$(date +%s)
+elapsed() { echo "$(($(date +%s) - start)) s"; }
 pass() {
   dir=$1; shift
-  echo "=== build $dir ($*)"
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADROOM_WERROR=ON "$@" >/dev/null
+  echo "=== build $dir ($*) at $(elapsed)"
+  # shellcheck disable=SC2086 # $launcher is two words or none
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADROOM_WERROR=ON $launcher "$@" >/dev/null
   cmake --build "$dir" -j"$jobs"
-  echo "=== test $dir"
+  if [ -n "$launcher" ]; then ccache -s | grep -E 'Hits|Misses' | tr -s ' ' | sed 's/^/ccache: /'; ccache -z >/dev/null; fi
+  echo "=== test $dir at $(elapsed)"
   (cd "$dir" && ctest --output-on-failure -j"$jobs" --timeout 600)
 }
 pass build
@@ -41,3 +70,4 @@ if [ "$sanitize" = 1 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     pass build-sanitize -DHEADROOM_SANITIZE=ON -DHEADROOM_BUILD_BENCH=OFF
 fi
+echo "=== all tests passed in $(elapsed)"

@@ -52,8 +52,8 @@ using testing::eventually;
 using testing::Process;
 using testing::TempDir;
 
-constexpr const char* kServerPath = HR_TEST_SERVER_PATH;
-constexpr const char* kLoadPath = HR_TEST_LOAD_PATH;
+const char* const kServerPath = HR_TEST_SERVER_PATH;
+const char* const kLoadPath = HR_TEST_LOAD_PATH;
 constexpr const char* kWrkPath = "/usr/bin/wrk";
 
 // Skips the test (loudly) when the machine cannot run the eBPF probe at all.

@@ -16,8 +16,9 @@ need_root
 headroomctl=$build/agent/headroomctl
 name=headroom-pkg-test-$$
 work=$(mktemp -d "$build/nspawn-test.XXXXXX")
-npid= cpid=
+npid= cpid= building=
 cleanup() {
+  [ -n "$building" ] && rm -rf "$building"
   if [ -n "$npid" ] && kill -0 "$npid" 2>/dev/null; then
     # A clean poweroff first; if the manager cannot take it (not up yet),
     # SIGKILL the container's PID 1, which ends its whole PID namespace.
@@ -50,18 +51,28 @@ deps=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/ //g
 mirror=$(grep -hs -E '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources |
   grep -v security | grep -o 'https\?://[^ ]*/debian/\?' | head -n 1)
 mirror=${mirror:-http://deb.debian.org/debian}
-cache=$build/packaging-rootfs
+# Cached outside the build tree when tests/run-all.sh names a cache
+# directory, so a fresh clone (CI) boots the same root without debootstrap.
+# Built under a temporary name and renamed, so runs never see half a root.
+caches=${HEADROOM_CACHE_DIR:-$build}/packaging-rootfs
 key=$(printf '%s %s' "$deps" "$mirror" | md5sum | cut -c1-12)
-if [ ! -e "$cache/$key.done" ]; then
+cache=$caches/$key
+if [ ! -e "$cache/done" ]; then
+  building=$caches/.$key.$$
   echo "debootstrap bookworm from $mirror (once; cached in $cache)"
-  rm -rf "$cache"
-  mkdir -p "$cache"
-  debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus bookworm "$cache/rootfs" "$mirror" \
-    >"$cache/debootstrap.log" 2>&1 || { tail -n 30 "$cache/debootstrap.log" >&2; fail "debootstrap"; }
+  rm -rf "$building"
+  mkdir -p "$building"
+  debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus bookworm "$building/rootfs" "$mirror" \
+    >"$building/debootstrap.log" 2>&1 || { tail -n 30 "$building/debootstrap.log" >&2; fail "debootstrap"; }
   # shellcheck disable=SC2086 # a list of package names
-  chroot "$cache/rootfs" sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $deps && apt-get clean" \
-    >>"$cache/debootstrap.log" 2>&1 || { tail -n 30 "$cache/debootstrap.log" >&2; fail "apt-get install of the dependencies"; }
-  touch "$cache/$key.done"
+  chroot "$building/rootfs" sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $deps && apt-get clean" \
+    >>"$building/debootstrap.log" 2>&1 || { tail -n 30 "$building/debootstrap.log" >&2; fail "apt-get install of the dependencies"; }
+  touch "$building/done"
+  rm -rf "$cache"
+  mv "$building" "$cache"
+  building=
+  # Roots for other dependency lists are out of date: keep only this one.
+  find "$caches" -mindepth 1 -maxdepth 1 ! -name "$key" ! -name '.*' -exec rm -rf {} +
 fi
 # Each run boots a copy, so the cache stays pristine.
 cp -a "$cache/rootfs" "$work/root"
