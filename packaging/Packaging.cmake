@@ -94,7 +94,7 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
 # RPM (rpmbuild from Debian's rpm package works; see packaging/README.md)
 set(CPACK_RPM_FILE_NAME RPM-DEFAULT)
 set(CPACK_RPM_PACKAGE_RELEASE 1)
-set(CPACK_RPM_PACKAGE_LICENSE "LicenseRef-TBD")
+set(CPACK_RPM_PACKAGE_LICENSE "Apache-2.0 AND (GPL-2.0-only OR BSD-2-Clause)")
 set(CPACK_RPM_PACKAGE_GROUP "System Environment/Daemons")
 # Not relocatable: the unit, /etc and sysusers.d paths are fixed.
 set(CPACK_PACKAGE_RELOCATABLE OFF)
