@@ -1,6 +1,7 @@
-// headroom.toml -> plain structs. compile_config() validates everything, so a
+// headroom.toml -> plain structs. parse_config() validates everything, so a
 // Config that exists is a Config the agent can run with; --check-config runs
-// only this step.
+// only this step. The keys, their types, ranges and defaults are one table
+// (agent/config_keys.h).
 #pragma once
 
 #include <chrono>
@@ -74,6 +75,9 @@ struct EndpointConfig {
 // declared (and degrades to procfs-only with one error when it cannot);
 // "off" never loads them (headroomd --no-ebpf).
 enum class EbpfMode { automatic, off };
+
+// agent.interval: above an hour a report says nothing a balancer can act on.
+inline constexpr std::chrono::nanoseconds kMaxInterval = std::chrono::hours(1);
 
 struct Config {
   // [agent]

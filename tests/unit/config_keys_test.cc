@@ -1,0 +1,103 @@
+// The key table (agent/config_keys.h) against the parser: every row is read
+// by its setter, and the parser knows no key beyond the table.
+#include "agent/config_keys.h"
+
+#include "agent/config.h"
+#include "config_cases.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace headroom::agent {
+namespace {
+
+using namespace headroom::agent::config_cases;
+using ::testing::HasSubstr;
+
+// A valid entry of a repeated section, with `key` set to `value` instead.
+std::string entry_with(std::string_view section, std::string_view key, const std::string& value) {
+  std::map<std::string, std::string, std::less<>> keys;
+  if (section == "endpoint")
+    keys = {{"name", "\"a\""}, {"port", "80"}, {"target", "\"10ms\""}, {"max", "\"100ms\""}};
+  else
+    keys = {{"file", "\"/run/orca/envoy/node.pressure\""}};
+  keys[std::string(key)] = value;
+  std::string out = "[[" + std::string(section) + "]]\n";
+  for (const auto& [k, v] : keys) out += k + " = " + v + "\n";
+  return out;
+}
+
+TEST(ConfigKeyTable, RowsAreUniqueAndInTheirSections) {
+  std::vector<std::string> seen;
+  for (const KeyRow& row : config_key_rows()) {
+    const std::string dotted = std::string(row.section) + "." + std::string(row.key);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), dotted), 0) << dotted;
+    seen.push_back(dotted);
+    EXPECT_NE(find_section(row.section), nullptr) << dotted;
+    EXPECT_EQ(find_key(row.section, row.key), &row) << dotted;
+    EXPECT_FALSE(row.doc.empty()) << dotted;
+    EXPECT_NE(row.set, nullptr) << dotted;
+    EXPECT_TRUE(row.required.empty() || row.default_value.empty()) << dotted << ": required keys have no default";
+  }
+}
+
+// Every row is read by the parser: a value of a type no key takes reaches
+// the row (a type error under the row's key), not the unknown-key message.
+TEST(ConfigKeyTable, EveryRowIsParsed) {
+  for (const KeyRow& row : config_key_rows()) {
+    const SectionRow& section = *find_section(row.section);
+    const std::string text = section.repeated ? entry_with(row.section, row.key, "2024-01-02")
+                                              : "[" + std::string(row.section) + "]\n" + std::string(row.key) +
+                                                    " = 2024-01-02\n";
+    const ConfigError e = must_fail(text);
+    const std::string key = std::string(row.section) + (section.repeated ? "[0]." : ".") + std::string(row.key);
+    EXPECT_EQ(e.key, key) << e.to_string();
+    EXPECT_THAT(e.message, HasSubstr("got date 2024-01-02")) << e.to_string();
+    EXPECT_THAT(e.message, ::testing::Not(HasSubstr("unknown"))) << e.to_string();
+  }
+}
+
+// The parser knows no key beyond the table: the unknown-key message of each
+// section lists exactly the table's keys.
+TEST(ConfigKeyTable, ParserKnowsNoKeyBeyondTheTable) {
+  for (const SectionRow& section : config_sections()) {
+    std::string list;
+    for (std::string_view k : keys_in(section.name)) list += (list.empty() ? "" : ", ") + std::string(k);
+    const std::string text = section.repeated ? entry_with(section.name, "zzzzzzzzzz", "1")
+                                              : "[" + std::string(section.name) + "]\nzzzzzzzzzz = 1\n";
+    const ConfigError e = must_fail(text);
+    EXPECT_THAT(e.message, HasSubstr("are " + list)) << e.to_string();
+    EXPECT_TRUE(e.message.ends_with(list)) << e.to_string();
+  }
+}
+
+// The default column is the struct's default: a file spelling out one key at
+// its documented default equals an empty file.
+TEST(ConfigKeyTable, DefaultsAreTheStructDefaults) {
+  for (const KeyRow& row : config_key_rows()) {
+    if (row.default_value.empty()) continue;
+    const SectionRow& section = *find_section(row.section);
+    if (section.repeated) {
+      const Config c = must_parse(entry_with(row.section, row.key, std::string(row.default_value)));
+      ASSERT_EQ(c.envoy.size(), 1u) << row.key;
+      EnvoyBridgeConfig expected;
+      expected.file = "/run/orca/envoy/node.pressure";
+      EXPECT_EQ(c.envoy[0], expected) << row.key;
+    } else {
+      EXPECT_EQ(must_parse("[" + std::string(row.section) + "]\n" + std::string(row.key) + " = " +
+                           std::string(row.default_value) + "\n"),
+                Config{})
+          << row.section << "." << row.key;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace headroom::agent
