@@ -72,6 +72,13 @@ class Walker {
       }
     }
     reader_.finish(config_);
+    // The two keys bound each other; reported at the one written last in
+    // the file's order of keys, smoothing when both are.
+    if (auto err = check_window(config_.interval, config_.smoothing)) {
+      auto where = reader_.where("agent.smoothing");
+      if (!where) where = reader_.where("agent.interval");
+      if (where) reader_.error(*where, "agent.smoothing", std::move(*err));
+    }
   }
 
   Config& config() { return config_; }

@@ -281,9 +281,35 @@ std::variant<std::string, ConfigError> envoy_file_path(const std::string& absolu
 
 std::optional<ConfigError> check_interval(std::chrono::nanoseconds interval, std::string_view shown) {
   if (interval.count() <= 0)
-    return problem("must be greater than 0, got " + quote(shown) + "; the recommended minimum is \"10ms\"");
+    return problem("must be greater than 0, got " + quote(shown) + "; the minimum is " +
+                   quote(format_duration(kMinInterval)));
+  if (interval < kMinInterval)
+    return problem("must be at least " + quote(format_duration(kMinInterval)) + ", got " + quote(shown) +
+                   "; every interval reads /proc and rewrites every report, so a shorter one spends the CPU the "
+                   "agent is there to measure");
   if (interval > kMaxInterval) return problem("must be at most \"1h\", got " + quote(shown));
   return std::nullopt;
+}
+
+std::optional<ConfigError> check_smoothing(std::chrono::nanoseconds smoothing, std::string_view shown) {
+  // >= 0 holds by construction: durations are never negative.
+  if (smoothing <= kMaxSmoothing) return std::nullopt;
+  return problem("must be at most " + quote(format_duration(kMaxSmoothing)) + ", got " + quote(shown) +
+                 "; a longer time constant hides a change in load for longer than a balancer can wait for it");
+}
+
+std::optional<ConfigError> check_window(std::chrono::nanoseconds interval, std::chrono::nanoseconds smoothing) {
+  // interval <= 1h, so interval * kMaxWindowSlots cannot overflow.
+  const auto slots = static_cast<std::int64_t>(kMaxWindowSlots);
+  if (interval.count() <= 0 || smoothing <= interval * slots) return std::nullopt;
+  const std::chrono::nanoseconds longest = interval * slots;
+  const std::chrono::nanoseconds shortest_interval((smoothing.count() + slots - 1) / slots);
+  return problem("is " + quote(format_duration(smoothing)) + ", more than " + std::to_string(kMaxWindowSlots) +
+                     " intervals of " + quote(format_duration(interval)) + " (agent.interval): each endpoint's " +
+                     "latency window keeps one slot per interval for as long as smoothing; make smoothing at most " +
+                     quote(format_duration(longest)) + " or agent.interval at least " +
+                     quote(format_duration(shortest_interval)),
+                 "agent.smoothing");
 }
 
 // ---------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // The checks on values, apart from how they were written: one endpoint's
 // fields (shared by [[endpoint]] and --endpoint), the endpoint list as a
-// whole, the [[envoy]] values, the keys that bound each other (envoy values
-// and node.signals), and
+// whole, the [[envoy]] values, and the keys that bound each other
+// (agent.interval and agent.smoothing, envoy values and node.signals), and
 // what --check-config verifies on this machine (check_config_on_this_machine).
 //
 // Each returns a ConfigError without place (and, for a single value, without
@@ -57,5 +57,9 @@ std::variant<std::string, ConfigError> envoy_file_path(const std::string& absolu
 
 // -- [agent] timing --
 std::optional<ConfigError> check_interval(std::chrono::nanoseconds interval, std::string_view shown);
+std::optional<ConfigError> check_smoothing(std::chrono::nanoseconds smoothing, std::string_view shown);
+// The endpoint window's slots (smoothing / interval); the key is
+// "agent.smoothing".
+std::optional<ConfigError> check_window(std::chrono::nanoseconds interval, std::chrono::nanoseconds smoothing);
 
 }  // namespace headroom::agent

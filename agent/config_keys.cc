@@ -40,9 +40,9 @@ bool set_interval(KeyValue& v) {
 }
 
 bool set_smoothing(KeyValue& v) {
-  // >= 0 holds by construction: durations are never negative.
   const auto d = v.duration();
   if (!d) return false;
+  if (auto err = check_smoothing(*d, v.str())) return v.fail(std::move(*err));
   v.config.smoothing = *d;
   return true;
 }
@@ -312,9 +312,9 @@ constexpr SectionRow kSections[] = {
 
 constexpr KeyRow kRows[] = {
     // [agent]
-    {"agent", "interval", KeyType::duration, kDuration, "> 0 and at most 1h", "\"100ms\"", "",
+    {"agent", "interval", KeyType::duration, kDuration, "10ms to 1h", "\"100ms\"", "",
      "How often the probes are sampled and the reports rewritten.", set_interval},
-    {"agent", "smoothing", KeyType::duration, kDuration, ">= 0", "\"1s\"", "",
+    {"agent", "smoothing", KeyType::duration, kDuration, "0s to 10m, and at most 10000 intervals", "\"1s\"", "",
      "Time constant of the moving average applied to each signal; \"0s\" is off.", set_smoothing},
     {"agent", "orca_dir", KeyType::string, "an absolute path string such as \"/run/orca\"", "absolute path",
      "\"/run/orca\"", "", "Directory the report files are written to.",

@@ -1,6 +1,7 @@
 // The key table (agent/config_keys.h) against everything that must agree with
 // it: the parser (every row is read by its setter), the documentation, the
-// man page and the shipped example (every row is there).
+// man page and the shipped example (every row is there); and the bounds on
+// agent.interval and agent.smoothing, edge by edge.
 #include "agent/config_keys.h"
 
 #include "agent/config.h"
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -22,6 +24,7 @@ namespace headroom::agent {
 namespace {
 
 using namespace headroom::agent::config_cases;
+using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
 std::string read_file(const std::string& path) {
@@ -170,6 +173,78 @@ TEST(ConfigKeyDocs, ManPageNamesEveryKey) {
     EXPECT_TRUE(has_word(part, row.key))
         << "packaging/man/headroom.toml.5: " << header_of(*find_section(row.section)) << " does not name " << row.key;
   }
+}
+
+// ---------------------------------------------------------------------------
+// The bounds of agent.interval and agent.smoothing
+
+struct BoundCase {
+  const char* name;
+  std::string text;
+  bool accepted;
+  std::vector<const char*> message_parts;  // when rejected; the key is agent.<key>
+  const char* key = "";
+};
+
+void PrintTo(const BoundCase& c, std::ostream* os) { *os << c.name; }
+
+class ConfigBounds : public ::testing::TestWithParam<BoundCase> {};
+
+TEST_P(ConfigBounds, AcceptOrNameTheKey) {
+  const BoundCase& c = GetParam();
+  auto r = parse_config(c.text, "test.toml");
+  if (c.accepted) {
+    EXPECT_TRUE(std::holds_alternative<Config>(r)) << std::get<ConfigError>(r).to_string();
+    return;
+  }
+  ASSERT_TRUE(std::holds_alternative<ConfigError>(r)) << c.text;
+  const ConfigError& e = std::get<ConfigError>(r);
+  EXPECT_EQ(e.key, c.key) << e.to_string();
+  EXPECT_GT(e.line, 0) << e.to_string();
+  EXPECT_THAT(e.to_string(), ::testing::StartsWith("test.toml:" + std::to_string(e.line) + ":")) << e.to_string();
+  for (const char* part : c.message_parts) EXPECT_THAT(e.message, HasSubstr(part)) << e.to_string();
+}
+
+const BoundCase kBoundCases[] = {
+    {"IntervalAtMinimum", "[agent]\ninterval = \"10ms\"\n", true, {}},
+    {"IntervalJustBelowMinimum", "[agent]\ninterval = \"9999999ns\"\n", false,
+     {"must be at least \"10ms\", got \"9999999ns\"", "CPU"}, "agent.interval"},
+    {"IntervalOneNanosecond", "[agent]\ninterval = \"1ns\"\n", false, {"must be at least \"10ms\""}, "agent.interval"},
+    {"IntervalZero", "[agent]\ninterval = \"0ms\"\n", false, {"must be greater than 0", "\"10ms\""}, "agent.interval"},
+    {"IntervalAtMaximum", "[agent]\ninterval = \"1h\"\n", true, {}},
+    {"IntervalJustAboveMaximum", "[agent]\ninterval = \"3600000000001ns\"\n", false, {"must be at most \"1h\""},
+     "agent.interval"},
+    {"SmoothingZero", "[agent]\nsmoothing = \"0s\"\n", true, {}},
+    {"SmoothingAtMaximum", "[agent]\nsmoothing = \"10m\"\n", true, {}},
+    {"SmoothingJustAboveMaximum", "[agent]\nsmoothing = \"600000000001ns\"\n", false,
+     {"must be at most \"10m\", got \"600000000001ns\""}, "agent.smoothing"},
+    {"SmoothingAnHour", "[agent]\ninterval = \"1s\"\nsmoothing = \"1h\"\n", false, {"must be at most \"10m\""},
+     "agent.smoothing"},
+    {"WindowAtMaximum", "[agent]\ninterval = \"10ms\"\nsmoothing = \"100s\"\n", true, {}},
+    {"WindowJustAboveMaximum", "[agent]\ninterval = \"10ms\"\nsmoothing = \"100000000001ns\"\n", false,
+     {"more than 10000 intervals of \"10ms\"", "agent.interval"}, "agent.smoothing"},
+    {"WindowSaysWhatFits", "[agent]\ninterval = \"10ms\"\nsmoothing = \"101s\"\n", false,
+     {"smoothing at most \"100s\"", "agent.interval at least \"10.1ms\""}, "agent.smoothing"},
+    {"WindowSmoothingFirst", "[agent]\nsmoothing = \"5m\"\ninterval = \"20ms\"\n", false,
+     {"more than 10000 intervals of \"20ms\""}, "agent.smoothing"},
+    {"WindowLongestAtLongerInterval", "[agent]\ninterval = \"60ms\"\nsmoothing = \"10m\"\n", true, {}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Table, ConfigBounds, ::testing::ValuesIn(kBoundCases),
+                         [](const ::testing::TestParamInfo<BoundCase>& p) { return std::string(p.param.name); });
+
+TEST(ConfigBounds, WindowErrorIsAtTheSmoothingKey) {
+  const ConfigError e = must_fail("[agent]\nsmoothing = \"5m\"\ninterval = \"20ms\"\n");
+  EXPECT_EQ(e.to_string().substr(0, std::string("test.toml:2:13: agent.smoothing: ").size()),
+            "test.toml:2:13: agent.smoothing: ");
+}
+
+TEST(ConfigBounds, ConstantsAgreeWithTheTable) {
+  EXPECT_EQ(kMinInterval, 10ms);
+  EXPECT_EQ(kMaxInterval, 1h);
+  EXPECT_EQ(kMaxSmoothing, 10min);
+  EXPECT_EQ(kMaxWindowSlots, 10'000u);
+  EXPECT_EQ(find_key("agent", "interval")->allowed, "10ms to 1h");
 }
 
 }  // namespace
