@@ -72,8 +72,9 @@ class Walker {
       }
     }
     reader_.finish(config_);
-    // The two keys bound each other; reported at the one written last in
-    // the file's order of keys, smoothing when both are.
+    // The two keys bound each other, in whichever order the file gives
+    // them; the error is at agent.smoothing (a default smoothing never
+    // exceeds the window, but the place falls back to agent.interval).
     if (auto err = check_window(config_.interval, config_.smoothing)) {
       auto where = reader_.where("agent.smoothing");
       if (!where) where = reader_.where("agent.interval");
