@@ -1,6 +1,7 @@
-// headroom.toml -> plain structs. compile_config() validates everything, so a
+// headroom.toml -> plain structs. parse_config() validates everything, so a
 // Config that exists is a Config the agent can run with; --check-config runs
-// only this step.
+// only this step. The keys, their types, ranges and defaults are one table
+// (agent/config_keys.h).
 #pragma once
 
 #include <chrono>
@@ -74,6 +75,22 @@ struct EndpointConfig {
 // declared (and degrades to procfs-only with one error when it cannot);
 // "off" never loads them (headroomd --no-ebpf).
 enum class EbpfMode { automatic, off };
+
+// agent.interval: every tick reads /proc (and cgroupfs), rewrites every
+// report and pings the systemd watchdog. Below 10 ms the agent's own CPU use
+// shows in what it measures (a 1 ns interval is a busy loop); above an hour a
+// report says nothing a balancer can act on. The packaged unit's watchdog
+// (WatchdogSec=5s) wants far less than the upper bound; the unit's
+// documentation, not the parser, says so, since the file does not know the
+// unit it runs under.
+inline constexpr std::chrono::nanoseconds kMinInterval = std::chrono::milliseconds(10);
+inline constexpr std::chrono::nanoseconds kMaxInterval = std::chrono::hours(1);
+// agent.smoothing: a time constant beyond 10 minutes hides a change in load
+// for longer than any balancer waits for it.
+inline constexpr std::chrono::nanoseconds kMaxSmoothing = std::chrono::minutes(10);
+// Each endpoint's latency window keeps smoothing / interval slots; the cap
+// bounds its memory (and the work of each tick) whatever the two keys say.
+inline constexpr std::size_t kMaxWindowSlots = 10'000;
 
 struct Config {
   // [agent]

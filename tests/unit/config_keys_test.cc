@@ -1,0 +1,251 @@
+// The key table (agent/config_keys.h) against everything that must agree with
+// it: the parser (every row is read by its setter), the documentation, the
+// man page and the shipped example (every row is there); and the bounds on
+// agent.interval and agent.smoothing, edge by edge.
+#include "agent/config_keys.h"
+
+#include "agent/config.h"
+#include "config_cases.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace headroom::agent {
+namespace {
+
+using namespace headroom::agent::config_cases;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::string source(const char* relative) { return read_file(std::string(HEADROOM_SOURCE_DIR) + "/" + relative); }
+
+// The part of `text` from `heading` to the next line starting with `next`.
+std::string chunk(const std::string& text, const std::string& heading, const std::string& next) {
+  const auto begin = text.find(heading);
+  if (begin == std::string::npos) return {};
+  const auto end = text.find("\n" + next, begin + heading.size());
+  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+std::string header_of(const SectionRow& s) {
+  return s.repeated ? "[[" + std::string(s.name) + "]]" : "[" + std::string(s.name) + "]";
+}
+
+bool is_word_char(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+
+// `word` in `text`, not as part of a longer name ("max" in "max_concurrency").
+bool has_word(const std::string& text, std::string_view word) {
+  for (auto at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+    const bool starts = at == 0 || !is_word_char(text[at - 1]);
+    const bool ends = at + word.size() == text.size() || !is_word_char(text[at + word.size()]);
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+// A valid entry of a repeated section, with `key` set to `value` instead.
+std::string entry_with(std::string_view section, std::string_view key, const std::string& value) {
+  std::map<std::string, std::string, std::less<>> keys;
+  if (section == "endpoint")
+    keys = {{"name", "\"a\""}, {"port", "80"}, {"target", "\"10ms\""}, {"max", "\"100ms\""}};
+  else
+    keys = {{"file", "\"/run/orca/envoy/node.pressure\""}};
+  keys[std::string(key)] = value;
+  std::string out = "[[" + std::string(section) + "]]\n";
+  for (const auto& [k, v] : keys) out += k + " = " + v + "\n";
+  return out;
+}
+
+TEST(ConfigKeyTable, RowsAreUniqueAndInTheirSections) {
+  std::vector<std::string> seen;
+  for (const KeyRow& row : config_key_rows()) {
+    const std::string dotted = std::string(row.section) + "." + std::string(row.key);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), dotted), 0) << dotted;
+    seen.push_back(dotted);
+    EXPECT_NE(find_section(row.section), nullptr) << dotted;
+    EXPECT_EQ(find_key(row.section, row.key), &row) << dotted;
+    EXPECT_FALSE(row.doc.empty()) << dotted;
+    EXPECT_NE(row.set, nullptr) << dotted;
+    EXPECT_TRUE(row.required.empty() || row.default_value.empty()) << dotted << ": required keys have no default";
+  }
+}
+
+// Every row is read by the parser: a value of a type no key takes reaches
+// the row (a type error under the row's key), not the unknown-key message.
+TEST(ConfigKeyTable, EveryRowIsParsed) {
+  for (const KeyRow& row : config_key_rows()) {
+    const SectionRow& section = *find_section(row.section);
+    const std::string text = section.repeated ? entry_with(row.section, row.key, "2024-01-02")
+                                              : "[" + std::string(row.section) + "]\n" + std::string(row.key) +
+                                                    " = 2024-01-02\n";
+    const ConfigError e = must_fail(text);
+    const std::string key = std::string(row.section) + (section.repeated ? "[0]." : ".") + std::string(row.key);
+    EXPECT_EQ(e.key, key) << e.to_string();
+    EXPECT_THAT(e.message, HasSubstr("got date 2024-01-02")) << e.to_string();
+    EXPECT_THAT(e.message, ::testing::Not(HasSubstr("unknown"))) << e.to_string();
+  }
+}
+
+// The parser knows no key beyond the table: the unknown-key message of each
+// section lists exactly the table's keys.
+TEST(ConfigKeyTable, ParserKnowsNoKeyBeyondTheTable) {
+  for (const SectionRow& section : config_sections()) {
+    std::string list;
+    for (std::string_view k : keys_in(section.name)) list += (list.empty() ? "" : ", ") + std::string(k);
+    const std::string text = section.repeated ? entry_with(section.name, "zzzzzzzzzz", "1")
+                                              : "[" + std::string(section.name) + "]\nzzzzzzzzzz = 1\n";
+    const ConfigError e = must_fail(text);
+    EXPECT_THAT(e.message, HasSubstr("are " + list)) << e.to_string();
+    EXPECT_TRUE(e.message.ends_with(list)) << e.to_string();
+  }
+}
+
+// The default column is the struct's default: a file spelling out one key at
+// its documented default equals an empty file.
+TEST(ConfigKeyTable, DefaultsAreTheStructDefaults) {
+  for (const KeyRow& row : config_key_rows()) {
+    if (row.default_value.empty()) continue;
+    const SectionRow& section = *find_section(row.section);
+    if (section.repeated) {
+      const Config c = must_parse(entry_with(row.section, row.key, std::string(row.default_value)));
+      ASSERT_EQ(c.envoy.size(), 1u) << row.key;
+      EnvoyBridgeConfig expected;
+      expected.file = "/run/orca/envoy/node.pressure";
+      EXPECT_EQ(c.envoy[0], expected) << row.key;
+    } else {
+      EXPECT_EQ(must_parse("[" + std::string(row.section) + "]\n" + std::string(row.key) + " = " +
+                           std::string(row.default_value) + "\n"),
+                Config{})
+          << row.section << "." << row.key;
+    }
+  }
+}
+
+TEST(ConfigKeyDocs, ConfigurationMdHasARowForEveryKey) {
+  const std::string text = source("docs/configuration.md");
+  ASSERT_FALSE(text.empty());
+  for (const KeyRow& row : config_key_rows()) {
+    const std::string part = chunk(text, "### `" + header_of(*find_section(row.section)) + "`", "#");
+    ASSERT_FALSE(part.empty()) << "no section " << row.section;
+    EXPECT_NE(part.find("\n| `" + std::string(row.key) + "` |"), std::string::npos)
+        << "docs/configuration.md: the " << header_of(*find_section(row.section)) << " table has no row for `"
+        << row.key << "`";
+  }
+}
+
+TEST(ConfigKeyDocs, ExampleShowsEveryKeyWithItsDefault) {
+  const std::string text = source("examples/headroom.toml");
+  ASSERT_FALSE(text.empty());
+  for (const KeyRow& row : config_key_rows()) {
+    const SectionRow& section = *find_section(row.section);
+    // Repeated sections are shown commented out: there are none by default.
+    const std::string line = std::string(section.repeated ? "\n# " : "\n") + std::string(row.key) + " = ";
+    std::string wanted = line + (row.default_value.empty() ? "" : std::string(row.default_value) + "\n");
+    if (row.type == KeyType::table) wanted = "\n[" + std::string(row.section) + "." + std::string(row.key) + "]\n";
+    EXPECT_NE(text.find(wanted), std::string::npos)
+        << "examples/headroom.toml does not show " << row.section << "." << row.key << ": no line " << wanted.substr(1);
+  }
+}
+
+TEST(ConfigKeyDocs, ManPageNamesEveryKey) {
+  const std::string text = source("packaging/man/headroom.toml.5");
+  ASSERT_FALSE(text.empty());
+  for (const KeyRow& row : config_key_rows()) {
+    const std::string part = chunk(text, ".SH " + header_of(*find_section(row.section)) + "\n", ".SH ");
+    ASSERT_FALSE(part.empty()) << "no section " << row.section;
+    EXPECT_TRUE(has_word(part, row.key))
+        << "packaging/man/headroom.toml.5: " << header_of(*find_section(row.section)) << " does not name " << row.key;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The bounds of agent.interval and agent.smoothing
+
+struct BoundCase {
+  const char* name;
+  std::string text;
+  bool accepted;
+  std::vector<const char*> message_parts;  // when rejected; the key is agent.<key>
+  const char* key = "";
+};
+
+void PrintTo(const BoundCase& c, std::ostream* os) { *os << c.name; }
+
+class ConfigBounds : public ::testing::TestWithParam<BoundCase> {};
+
+TEST_P(ConfigBounds, AcceptOrNameTheKey) {
+  const BoundCase& c = GetParam();
+  auto r = parse_config(c.text, "test.toml");
+  if (c.accepted) {
+    EXPECT_TRUE(std::holds_alternative<Config>(r)) << std::get<ConfigError>(r).to_string();
+    return;
+  }
+  ASSERT_TRUE(std::holds_alternative<ConfigError>(r)) << c.text;
+  const ConfigError& e = std::get<ConfigError>(r);
+  EXPECT_EQ(e.key, c.key) << e.to_string();
+  EXPECT_GT(e.line, 0) << e.to_string();
+  EXPECT_THAT(e.to_string(), ::testing::StartsWith("test.toml:" + std::to_string(e.line) + ":")) << e.to_string();
+  for (const char* part : c.message_parts) EXPECT_THAT(e.message, HasSubstr(part)) << e.to_string();
+}
+
+const BoundCase kBoundCases[] = {
+    {"IntervalAtMinimum", "[agent]\ninterval = \"10ms\"\n", true, {}},
+    {"IntervalJustBelowMinimum", "[agent]\ninterval = \"9999999ns\"\n", false,
+     {"must be at least \"10ms\", got \"9999999ns\"", "CPU"}, "agent.interval"},
+    {"IntervalOneNanosecond", "[agent]\ninterval = \"1ns\"\n", false, {"must be at least \"10ms\""}, "agent.interval"},
+    {"IntervalZero", "[agent]\ninterval = \"0ms\"\n", false, {"must be greater than 0", "\"10ms\""}, "agent.interval"},
+    {"IntervalAtMaximum", "[agent]\ninterval = \"1h\"\n", true, {}},
+    {"IntervalJustAboveMaximum", "[agent]\ninterval = \"3600000000001ns\"\n", false, {"must be at most \"1h\""},
+     "agent.interval"},
+    {"SmoothingZero", "[agent]\nsmoothing = \"0s\"\n", true, {}},
+    {"SmoothingAtMaximum", "[agent]\nsmoothing = \"10m\"\n", true, {}},
+    {"SmoothingJustAboveMaximum", "[agent]\nsmoothing = \"600000000001ns\"\n", false,
+     {"must be at most \"10m\", got \"600000000001ns\""}, "agent.smoothing"},
+    {"SmoothingAnHour", "[agent]\ninterval = \"1s\"\nsmoothing = \"1h\"\n", false, {"must be at most \"10m\""},
+     "agent.smoothing"},
+    {"WindowAtMaximum", "[agent]\ninterval = \"10ms\"\nsmoothing = \"100s\"\n", true, {}},
+    {"WindowJustAboveMaximum", "[agent]\ninterval = \"10ms\"\nsmoothing = \"100000000001ns\"\n", false,
+     {"more than 10000 intervals of \"10ms\"", "agent.interval"}, "agent.smoothing"},
+    {"WindowSaysWhatFits", "[agent]\ninterval = \"10ms\"\nsmoothing = \"101s\"\n", false,
+     {"smoothing at most \"100s\"", "agent.interval at least \"10.1ms\""}, "agent.smoothing"},
+    {"WindowSmoothingFirst", "[agent]\nsmoothing = \"5m\"\ninterval = \"20ms\"\n", false,
+     {"more than 10000 intervals of \"20ms\""}, "agent.smoothing"},
+    {"WindowLongestAtLongerInterval", "[agent]\ninterval = \"60ms\"\nsmoothing = \"10m\"\n", true, {}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Table, ConfigBounds, ::testing::ValuesIn(kBoundCases),
+                         [](const ::testing::TestParamInfo<BoundCase>& p) { return std::string(p.param.name); });
+
+TEST(ConfigBounds, WindowErrorIsAtTheSmoothingKey) {
+  const ConfigError e = must_fail("[agent]\nsmoothing = \"5m\"\ninterval = \"20ms\"\n");
+  EXPECT_EQ(e.to_string().substr(0, std::string("test.toml:2:13: agent.smoothing: ").size()),
+            "test.toml:2:13: agent.smoothing: ");
+}
+
+TEST(ConfigBounds, ConstantsAgreeWithTheTable) {
+  EXPECT_EQ(kMinInterval, 10ms);
+  EXPECT_EQ(kMaxInterval, 1h);
+  EXPECT_EQ(kMaxSmoothing, 10min);
+  EXPECT_EQ(kMaxWindowSlots, 10'000u);
+  EXPECT_EQ(find_key("agent", "interval")->allowed, "10ms to 1h");
+}
+
+}  // namespace
+}  // namespace headroom::agent
