@@ -93,12 +93,11 @@ void choose(endpoint_bpf* o, ProgramSet set, bool arrival) {
   bpf_program__set_autoload(o->progs.hr_sock_arrival, sockets);
   bpf_program__set_autoload(o->progs.hr_sock_read, sockets);
   bpf_program__set_autoload(o->progs.hr_sock_write, sockets);
-  bpf_program__set_autoload(o->progs.hr_sock_set_state, sockets);
   bpf_program__set_autoload(o->progs.hr_btf_data_ready, btf && arrival);
   bpf_program__set_autoload(o->progs.hr_raw_data_ready, raw && arrival);
   bpf_program__set_autoload(o->progs.hr_btf_sys_enter, btf);
   bpf_program__set_autoload(o->progs.hr_btf_sys_exit, btf);
-  bpf_program__set_autoload(o->progs.hr_btf_set_state, btf);
+  bpf_program__set_autoload(o->progs.hr_btf_set_state, btf || sockets);
   bpf_program__set_autoload(o->progs.hr_raw_sys_enter, raw);
   bpf_program__set_autoload(o->progs.hr_raw_sys_exit, raw);
   bpf_program__set_autoload(o->progs.hr_raw_set_state, raw);

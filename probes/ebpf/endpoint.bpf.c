@@ -403,6 +403,7 @@ int BPF_PROG(hr_btf_sys_exit, struct pt_regs *regs, long ret) {
   return 0;
 }
 
+/* Both program sets attach this one: a connection's end is the same event. */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(hr_btf_set_state, const struct sock *sk, int oldstate, int newstate) {
   on_state(sk, oldstate, newstate);
@@ -450,7 +451,7 @@ int hr_raw_data_ready(struct bpf_raw_tracepoint_args *ctx) {
  * can read: the loader picks this set only when no endpoint has a path.
  *   sock_recv_length   the server reads it (it is no longer waiting)
  *   tcp_sendmsg_locked the server's first write: the end, and the status line
- *   inet_sock_set_state the connection ends (abort), as above */
+ *   inet_sock_set_state the connection ends (abort): hr_btf_set_state above */
 
 static __always_inline const struct hr_port *server_port(const struct sock *sk, __u32 *port) {
   *port = local_port(sk);
@@ -549,8 +550,3 @@ int BPF_PROG(hr_sock_write, const struct sock *sk, const struct msghdr *msg, con
   return 0;
 }
 
-SEC("tp_btf/inet_sock_set_state")
-int BPF_PROG(hr_sock_set_state, const struct sock *sk, int oldstate, int newstate) {
-  on_state(sk, oldstate, newstate);
-  return 0;
-}
