@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -50,6 +51,15 @@ int collect_libbpf_log(enum libbpf_print_level level, const char* fmt, va_list a
   }
   return 0;
 }
+
+// Collects libbpf's messages while it lives.
+struct LibbpfLog {
+  libbpf_print_fn_t previous = libbpf_set_print(collect_libbpf_log);
+  LibbpfLog() = default;
+  LibbpfLog(const LibbpfLog&) = delete;
+  LibbpfLog& operator=(const LibbpfLog&) = delete;
+  ~LibbpfLog() { libbpf_set_print(previous); }
+};
 
 // The end of libbpf's log: the verifier's verdict is in its last lines.
 std::string log_tail(const std::string& text) {
@@ -137,7 +147,11 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   p->ncpu_ = libbpf_num_possible_cpus();
   if (p->ncpu_ <= 0) return Error{EIO, "cannot count the possible CPUs"};
   p->arrival_ = kernel_has_tracepoint("sk_data_ready");
-  auto previous = libbpf_set_print(collect_libbpf_log);
+  p->specs_ = endpoints;
+  p->cache_.assign(endpoints.size(), EndpointTotals{});
+  p->stats_buf_.resize(static_cast<std::size_t>(p->ncpu_));
+  p->hist_buf_.resize(static_cast<std::size_t>(p->ncpu_));
+  const LibbpfLog keep_log;
   std::string failures;
   int last_err = 0;
   // The best set first: socket tracepoints only, where the kernel has all
@@ -155,6 +169,10 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   if ((force.empty() || force == "sockets") && socket_tps && !any_path) sets.push_back(ProgramSet::sockets);
   if (force.empty() || force == "syscalls") sets.push_back(ProgramSet::btf_syscalls);
   if (force.empty() || force == "syscalls" || force == "raw") sets.push_back(ProgramSet::raw_syscalls);
+  // libbpf's bootstrap order: open, settings into .rodata, load, fill the
+  // maps, attach. Attached last, no program sees an unconfigured probe.
+  const pid_t self = options.self != 0 ? options.self : ::getpid();
+  std::optional<std::vector<pid_t>> servers;  // scanned once, whichever set loads
   for (const ProgramSet set : sets) {
     g_libbpf_log.clear();
     auto skel = std::make_unique<Skeleton>();
@@ -171,42 +189,39 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
     bpf_map__set_max_entries(skel->obj->maps.endpoints, n);
     bpf_map__set_max_entries(skel->obj->maps.stats, n);
     bpf_map__set_max_entries(skel->obj->maps.hist, n);
+    skel->obj->rodata->self_tgid = static_cast<__u32>(self);
     int err = endpoint_bpf__load(skel->obj);
-    if (err == 0) err = endpoint_bpf__attach(skel->obj);
     if (err == 0) {
       p->skel_ = std::move(skel);
-      p->kind_ = set_name(set);
-      if (set == ProgramSet::sockets) p->arrival_ = true;
-      break;
+      if (auto r = p->fill_maps(endpoints); !r) return r.error();
+      if (!servers) servers = existing_servers(endpoints, options);
+      for (const pid_t pid : *servers) (void)p->trace_process(pid);
+      err = endpoint_bpf__attach(p->skel_->obj);
+      if (err == 0) {
+        p->kind_ = set_name(set);
+        if (set == ProgramSet::sockets) p->arrival_ = true;
+        break;
+      }
+      p->skel_.reset();
     }
     last_err = -err;
     failures += std::string(set_name(set)) + ": " + std::strerror(last_err) + "; ";
   }
-  libbpf_set_print(previous);
   if (!p->skel_) {
     if (last_err == EPERM) return permission_error(last_err);
     return Error{last_err, "cannot load the eBPF endpoint programs (" + failures +
                                "kernel says: " + log_tail(g_libbpf_log) +
                                "); endpoint latency signals need raw or BTF tracepoints (kernel >= 4.17)"};
   }
-
   for (bpf_map* m = bpf_object__next_map(p->skel_->obj->obj, nullptr); m != nullptr;
        m = bpf_object__next_map(p->skel_->obj->obj, m))
     p->map_bytes_ += map_size(m, p->ncpu_);
-  if (auto r = p->configure(endpoints); !r) return r.error();
-  p->scan_existing_servers(options);
-  const pid_t self = options.self != 0 ? options.self : ::getpid();
-  hr_config cfg{1, static_cast<__u32>(self)};
-  const uint32_t zero = 0;
-  if (bpf_map_update_elem(bpf_map__fd(p->skel_->obj->maps.hr_cfg), &zero, &cfg, BPF_ANY) != 0)
-    return Error{errno, std::string("cannot enable the eBPF probe: ") + std::strerror(errno)};
   return p;
 }
 
 EndpointProbe::~EndpointProbe() = default;
 
-Result<void> EndpointProbe::configure(const std::vector<EndpointSpec>& endpoints) {
-  specs_ = endpoints;
+Result<void> EndpointProbe::fill_maps(const std::vector<EndpointSpec>& endpoints) {
   std::map<uint32_t, hr_port> ports;
   for (std::size_t i = 0; i < endpoints.size(); ++i) {
     const auto& e = endpoints[i];
@@ -237,18 +252,17 @@ Result<void> EndpointProbe::configure(const std::vector<EndpointSpec>& endpoints
   for (const auto& [port, v] : ports)
     if (bpf_map_update_elem(bpf_map__fd(skel_->obj->maps.ports), &port, &v, BPF_ANY) != 0)
       return Error{errno, std::string("cannot configure the eBPF ports map: ") + std::strerror(errno)};
-  cache_.assign(endpoints.size(), EndpointTotals{});
-  stats_buf_.resize(static_cast<std::size_t>(ncpu_));
-  hist_buf_.resize(static_cast<std::size_t>(ncpu_));
   return {};
 }
 
 // Servers that were running before headroomd: the processes holding a socket
 // whose local port is an endpoint's. Needs to read other users' /proc/<pid>/fd
 // (root); without that, a server is found at its next accept().
-void EndpointProbe::scan_existing_servers(const EndpointProbeOptions& options) {
+std::vector<pid_t> EndpointProbe::existing_servers(const std::vector<EndpointSpec>& endpoints,
+                                                   const EndpointProbeOptions& options) {
+  std::vector<pid_t> servers;
   std::set<uint32_t> ports;
-  for (const auto& e : specs_) ports.insert(e.port);
+  for (const auto& e : endpoints) ports.insert(e.port);
   std::set<std::string> inodes;
   for (const char* file : {"/1/net/tcp", "/1/net/tcp6", "/net/tcp", "/net/tcp6"}) {
     std::ifstream in(options.proc_root + file);
@@ -264,9 +278,9 @@ void EndpointProbe::scan_existing_servers(const EndpointProbeOptions& options) {
       if (ports.count(port) && inode != "0") inodes.insert("socket:[" + inode + "]");
     }
   }
-  if (inodes.empty()) return;
+  if (inodes.empty()) return servers;
   DIR* proc = ::opendir(options.proc_root.c_str());
-  if (!proc) return;
+  if (!proc) return servers;
   while (dirent* d = ::readdir(proc)) {
     char* end = nullptr;
     const unsigned long pid = std::strtoul(d->d_name, &end, 10);
@@ -281,13 +295,14 @@ void EndpointProbe::scan_existing_servers(const EndpointProbeOptions& options) {
       if (n <= 0) continue;
       target[n] = '\0';
       if (inodes.count(target)) {
-        (void)trace_process(static_cast<pid_t>(pid));
+        servers.push_back(static_cast<pid_t>(pid));
         break;
       }
     }
     ::closedir(fds);
   }
   ::closedir(proc);
+  return servers;
 }
 
 Result<void> EndpointProbe::trace_process(pid_t tgid) {

@@ -62,9 +62,9 @@ struct EndpointSnapshot {
 class EndpointProbe {
  public:
   // Checks the kernel (BTF, permissions), loads the best programs that load
-  // (BTF tracepoints, else raw tracepoints), fills the maps, attaches, and
-  // finds the servers already running. The error says what is missing and
-  // what to do.
+  // (BTF tracepoints, else raw tracepoints), fills the maps with the endpoints
+  // and the servers already running, and attaches last. The error says what
+  // is missing and what to do.
   static Result<std::unique_ptr<EndpointProbe>> open(const std::vector<EndpointSpec>& endpoints,
                                                      const EndpointProbeOptions& options);
   ~EndpointProbe();
@@ -90,8 +90,11 @@ class EndpointProbe {
  private:
   struct Skeleton;
   EndpointProbe() = default;
-  Result<void> configure(const std::vector<EndpointSpec>& endpoints);
-  void scan_existing_servers(const EndpointProbeOptions& options);
+  // The endpoints and ports maps, between load and attach.
+  Result<void> fill_maps(const std::vector<EndpointSpec>& endpoints);
+  // Servers that were running before headroomd (the procs map's first entries).
+  static std::vector<pid_t> existing_servers(const std::vector<EndpointSpec>& endpoints,
+                                             const EndpointProbeOptions& options);
 
   std::unique_ptr<Skeleton> skel_;
   std::string kind_;
