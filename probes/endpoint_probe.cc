@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdlib>
@@ -81,36 +82,49 @@ bool kernel_has_tracepoint(const char* name) {
   return found;
 }
 
-// Turns off the programs of the other attach kind, and the arrival program
-// when the kernel lacks its tracepoint.
-enum class ProgramSet { sockets, btf_syscalls, raw_syscalls };
+// The ways to attach, each by the names of its programs (endpoint.bpf.c).
+// The arrival program is loaded where the kernel has sock:sk_data_ready.
+struct Variant {
+  const char* kind;  // attach_kind()
+  std::array<std::string_view, 4> programs;
+  std::string_view arrival;
+};
+constexpr Variant kSockets{
+    "tp_btf sockets", {"hr_sock_arrival", "hr_sock_read", "hr_sock_write", "hr_btf_set_state"}, {}};
+constexpr Variant kBtfSyscalls{
+    "tp_btf syscalls", {"hr_btf_sys_enter", "hr_btf_sys_exit", "hr_btf_set_state"}, "hr_btf_data_ready"};
+constexpr Variant kRawSyscalls{
+    "raw_tp syscalls", {"hr_raw_sys_enter", "hr_raw_sys_exit", "hr_raw_set_state"}, "hr_raw_data_ready"};
 
-const char* set_name(ProgramSet set) {
-  switch (set) {
-    case ProgramSet::sockets: return "tp_btf sockets";
-    case ProgramSet::btf_syscalls: return "tp_btf syscalls";
-    case ProgramSet::raw_syscalls: return "raw_tp syscalls";
-  }
-  return "?";
+// What each choice tries, best first. The socket set is skipped where it
+// does not fit (see open()).
+struct Choice {
+  ProgramSet set;
+  std::string_view name;
+  std::array<const Variant*, 3> tries;
+};
+constexpr std::array<Choice, 4> kChoices{{
+    {ProgramSet::automatic, "auto", {&kSockets, &kBtfSyscalls, &kRawSyscalls}},
+    {ProgramSet::sockets, "sockets", {&kSockets}},
+    {ProgramSet::syscalls, "syscalls", {&kBtfSyscalls, &kRawSyscalls}},
+    {ProgramSet::raw, "raw", {&kRawSyscalls}},
+}};
+
+const Choice& choice_of(ProgramSet set) {
+  for (const auto& c : kChoices)
+    if (c.set == set) return c;
+  return kChoices[0];
 }
 
-// Loads only the chosen set's programs (and the arrival program of the
-// syscall sets when the kernel has its tracepoint).
-void choose(endpoint_bpf* o, ProgramSet set, bool arrival) {
-  const bool sockets = set == ProgramSet::sockets;
-  const bool btf = set == ProgramSet::btf_syscalls;
-  const bool raw = set == ProgramSet::raw_syscalls;
-  bpf_program__set_autoload(o->progs.hr_sock_arrival, sockets);
-  bpf_program__set_autoload(o->progs.hr_sock_read, sockets);
-  bpf_program__set_autoload(o->progs.hr_sock_write, sockets);
-  bpf_program__set_autoload(o->progs.hr_btf_data_ready, btf && arrival);
-  bpf_program__set_autoload(o->progs.hr_raw_data_ready, raw && arrival);
-  bpf_program__set_autoload(o->progs.hr_btf_sys_enter, btf);
-  bpf_program__set_autoload(o->progs.hr_btf_sys_exit, btf);
-  bpf_program__set_autoload(o->progs.hr_btf_set_state, btf || sockets);
-  bpf_program__set_autoload(o->progs.hr_raw_sys_enter, raw);
-  bpf_program__set_autoload(o->progs.hr_raw_sys_exit, raw);
-  bpf_program__set_autoload(o->progs.hr_raw_set_state, raw);
+// Loads the variant's programs and no others.
+void choose(bpf_object* obj, const Variant& v, bool arrival) {
+  for (bpf_program* prog = bpf_object__next_program(obj, nullptr); prog != nullptr;
+       prog = bpf_object__next_program(obj, prog)) {
+    const std::string_view name = bpf_program__name(prog);
+    const bool wanted = std::find(v.programs.begin(), v.programs.end(), name) != v.programs.end() ||
+                        (arrival && name == v.arrival);
+    bpf_program__set_autoload(prog, wanted);
+  }
 }
 
 Error permission_error(int err) {
@@ -132,6 +146,15 @@ uint64_t map_size(const bpf_map* m, int ncpu) {
 }
 
 }  // namespace
+
+Result<ProgramSet> parse_program_set(std::string_view name) {
+  if (name.empty()) return ProgramSet::automatic;
+  for (const auto& c : kChoices)
+    if (c.name == name) return c.set;
+  return Error{EINVAL, "unknown eBPF program set \"" + std::string(name) + "\" (auto, sockets, syscalls or raw)"};
+}
+
+std::string_view program_set_name(ProgramSet set) { return choice_of(set).name; }
 
 Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<EndpointSpec>& endpoints,
                                                            const EndpointProbeOptions& options) {
@@ -157,23 +180,31 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   // The best set first: socket tracepoints only, where the kernel has all
   // three (6.11+) and no endpoint has a path (a path needs the request's
   // bytes, which only the syscall set can read); else the syscall
-  // tracepoints, as BTF then as raw tracepoints. HEADROOM_EBPF_PROGRAMS=
-  // sockets|syscalls|raw restricts the choice (tests, benchmarks, diagnosing
-  // a kernel).
-  std::vector<ProgramSet> sets;
-  const char* forced = std::getenv("HEADROOM_EBPF_PROGRAMS");
-  const std::string force = forced ? forced : "";
-  const bool socket_tps = kernel_has_tracepoint("sk_data_ready") && kernel_has_tracepoint("sock_recv_length") &&
-                          kernel_has_tracepoint("tcp_sendmsg_locked");
-  const bool any_path = std::any_of(endpoints.begin(), endpoints.end(), [](const EndpointSpec& e) { return !e.path.empty(); });
-  if ((force.empty() || force == "sockets") && socket_tps && !any_path) sets.push_back(ProgramSet::sockets);
-  if (force.empty() || force == "syscalls") sets.push_back(ProgramSet::btf_syscalls);
-  if (force.empty() || force == "syscalls" || force == "raw") sets.push_back(ProgramSet::raw_syscalls);
+  // tracepoints, as BTF then as raw tracepoints. options.programs restricts
+  // the choice (tests, benchmarks, diagnosing a kernel).
+  ProgramSet programs = options.programs;
+  if (programs == ProgramSet::automatic) {
+    if (const char* env = std::getenv("HEADROOM_EBPF_PROGRAMS")) {
+      auto parsed = parse_program_set(env);
+      if (!parsed) return Error{EINVAL, "HEADROOM_EBPF_PROGRAMS: " + parsed.error().message};
+      programs = *parsed;
+    }
+  }
+  const bool sockets_fit =
+      p->arrival_ && kernel_has_tracepoint("sock_recv_length") && kernel_has_tracepoint("tcp_sendmsg_locked") &&
+      std::none_of(endpoints.begin(), endpoints.end(), [](const EndpointSpec& e) { return !e.path.empty(); });
   // libbpf's bootstrap order: open, settings into .rodata, load, fill the
   // maps, attach. Attached last, no program sees an unconfigured probe.
   const pid_t self = options.self != 0 ? options.self : ::getpid();
   std::optional<std::vector<pid_t>> servers;  // scanned once, whichever set loads
-  for (const ProgramSet set : sets) {
+  for (const Variant* v : choice_of(programs).tries) {
+    if (v == nullptr) break;
+    if (v == &kSockets && !sockets_fit) {
+      failures += std::string(v->kind) + ": needs sock:sk_data_ready, sock:sock_recv_length and "
+                  "tcp:tcp_sendmsg_locked (kernel 6.11+) and no endpoint with a path; ";
+      last_err = ENOTSUP;
+      continue;
+    }
     g_libbpf_log.clear();
     auto skel = std::make_unique<Skeleton>();
     skel->obj = endpoint_bpf__open();
@@ -182,7 +213,7 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
       failures += "open: " + std::string(std::strerror(last_err)) + "; ";
       break;
     }
-    choose(skel->obj, set, p->arrival_);
+    choose(skel->obj->obj, *v, p->arrival_);
     // Per-endpoint maps hold exactly the configured endpoints: the per-CPU
     // ones cost (entries x value x CPUs).
     const auto n = static_cast<__u32>(endpoints.size());
@@ -198,14 +229,14 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
       for (const pid_t pid : *servers) (void)p->trace_process(pid);
       err = endpoint_bpf__attach(p->skel_->obj);
       if (err == 0) {
-        p->kind_ = set_name(set);
-        if (set == ProgramSet::sockets) p->arrival_ = true;
+        p->kind_ = v->kind;
+        if (v == &kSockets) p->arrival_ = true;
         break;
       }
       p->skel_.reset();
     }
     last_err = -err;
-    failures += std::string(set_name(set)) + ": " + std::strerror(last_err) + "; ";
+    failures += std::string(v->kind) + ": " + std::strerror(last_err) + "; ";
   }
   if (!p->skel_) {
     if (last_err == EPERM) return permission_error(last_err);

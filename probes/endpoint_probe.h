@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "headroom/orca/result.h"
@@ -29,10 +30,25 @@ struct EndpointSpec {
   uint64_t max_ns = 0;
 };
 
+// Which eBPF programs the probe may load (docs/endpoints.md), best first.
+enum class ProgramSet {
+  automatic,  // sockets where they fit (kernel 6.11+, no endpoint with a path), else syscalls
+  sockets,    // the socket tracepoints only
+  syscalls,   // the syscall tracepoints, as BTF tracepoints, else as raw tracepoints
+  raw,        // the syscall tracepoints as raw tracepoints only
+};
+
+// "auto" (or ""), "sockets", "syscalls", "raw": HEADROOM_EBPF_PROGRAMS's values.
+Result<ProgramSet> parse_program_set(std::string_view name);
+std::string_view program_set_name(ProgramSet set);
+
 struct EndpointProbeOptions {
   std::string proc_root = "/proc";  // for the start-up scan of existing servers
   std::string sys_root = "/sys";    // for /sys/kernel/btf/vmlinux
   pid_t self = 0;                   // never traced; 0: getpid()
+  // automatic: HEADROOM_EBPF_PROGRAMS still chooses when it is set, for
+  // callers that do not read it themselves yet.
+  ProgramSet programs = ProgramSet::automatic;
 };
 
 // Counters of one endpoint since the probe was loaded (sums over CPUs; they
@@ -78,7 +94,7 @@ class EndpointProbe {
   // servers by themselves through accept/listen and the start-up scan).
   Result<void> trace_process(pid_t tgid);
 
-  // "tp_btf" or "raw_tp": which programs are attached.
+  // "tp_btf sockets", "tp_btf syscalls" or "raw_tp syscalls": which programs are attached.
   const std::string& attach_kind() const { return kind_; }
   // Whether request arrival is seen (sock:sk_data_ready, kernel >= 6.6).
   bool sees_arrival() const { return arrival_; }
