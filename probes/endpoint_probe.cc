@@ -88,13 +88,14 @@ struct Variant {
   const char* kind;  // attach_kind()
   std::array<std::string_view, 4> programs;
   std::string_view arrival;
+  bool tracks_processes;  // the syscall programs look only at server processes
 };
 constexpr Variant kSockets{
-    "tp_btf sockets", {"hr_sock_arrival", "hr_sock_read", "hr_sock_write", "hr_btf_set_state"}, {}};
+    "tp_btf sockets", {"hr_sock_arrival", "hr_sock_read", "hr_sock_write", "hr_btf_set_state"}, {}, false};
 constexpr Variant kBtfSyscalls{
-    "tp_btf syscalls", {"hr_btf_sys_enter", "hr_btf_sys_exit", "hr_btf_set_state"}, "hr_btf_data_ready"};
+    "tp_btf syscalls", {"hr_btf_sys_enter", "hr_btf_sys_exit", "hr_btf_set_state"}, "hr_btf_data_ready", true};
 constexpr Variant kRawSyscalls{
-    "raw_tp syscalls", {"hr_raw_sys_enter", "hr_raw_sys_exit", "hr_raw_set_state"}, "hr_raw_data_ready"};
+    "raw_tp syscalls", {"hr_raw_sys_enter", "hr_raw_sys_exit", "hr_raw_set_state"}, "hr_raw_data_ready", true};
 
 // What each choice tries, best first. The socket set is skipped where it
 // does not fit (see open()).
@@ -221,12 +222,15 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
     bpf_map__set_max_entries(skel->obj->maps.stats, n);
     bpf_map__set_max_entries(skel->obj->maps.hist, n);
     skel->obj->rodata->self_tgid = static_cast<__u32>(self);
+    skel->obj->rodata->track_processes = v->tracks_processes ? 1 : 0;
     int err = endpoint_bpf__load(skel->obj);
     if (err == 0) {
       p->skel_ = std::move(skel);
       if (auto r = p->fill_maps(endpoints); !r) return r.error();
-      if (!servers) servers = existing_servers(endpoints, options);
-      for (const pid_t pid : *servers) (void)p->trace_process(pid);
+      if (v->tracks_processes) {
+        if (!servers) servers = existing_servers(endpoints, options);
+        for (const pid_t pid : *servers) (void)p->trace_process(pid);
+      }
       err = endpoint_bpf__attach(p->skel_->obj);
       if (err == 0) {
         p->kind_ = v->kind;

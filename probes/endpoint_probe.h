@@ -98,7 +98,8 @@ class EndpointProbe {
   const std::string& attach_kind() const { return kind_; }
   // Whether request arrival is seen (sock:sk_data_ready, kernel >= 6.6).
   bool sees_arrival() const { return arrival_; }
-  // Processes traced right now (the procs map), for status lines and tests.
+  // Processes traced right now (the procs map), for status lines and tests;
+  // 0 with the socket set, which follows sockets, not processes.
   std::size_t traced_processes() const;
   // Bytes of kernel memory the maps take, from their sizes (docs/endpoints.md).
   uint64_t map_bytes() const { return map_bytes_; }

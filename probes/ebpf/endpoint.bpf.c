@@ -63,6 +63,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
  * The programs are attached only once every map is filled, so no program runs
  * on a half-configured probe. */
 const volatile __u32 self_tgid = 0; /* headroomd: never traced */
+/* The syscall set looks only at server processes (the procs map); the
+ * socket set needs no process at all. */
+const volatile __u8 track_processes = 1;
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -357,13 +360,14 @@ static __always_inline void on_exit(struct pt_regs *regs, long ret) {
 
 static __always_inline void on_state(const struct sock *sk, int oldstate, int newstate) {
   if (newstate == TCP_LISTEN) {
+    if (!track_processes) return;
     __u32 port = local_port(sk);
     if (bpf_map_lookup_elem(&ports, &port)) mark_process();
     return;
   }
   if (newstate != TCP_CLOSE && newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK) return;
   __u64 key = (__u64)sk;
-  if (newstate == TCP_CLOSE) bpf_map_delete_elem(&known, &key);
+  if (track_processes && newstate == TCP_CLOSE) bpf_map_delete_elem(&known, &key);
   struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &key);
   if (!r) return;
   __u64 age = bpf_ktime_get_ns() - r->start_ns;
