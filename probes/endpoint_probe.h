@@ -87,7 +87,9 @@ class EndpointProbe {
   EndpointProbe(const EndpointProbe&) = delete;
   EndpointProbe& operator=(const EndpointProbe&) = delete;
 
-  // Reads every endpoint's counters and walks the in-flight requests.
+  // Reads every endpoint's counters and walks the in-flight requests. out is
+  // a snapshot this probe filled before, or an empty one: an endpoint's
+  // histogram is copied into it only when its completed count moved.
   Result<void> read(EndpointSnapshot& out);
 
   // Traces this process's sockets from now on (tests; the probe finds
