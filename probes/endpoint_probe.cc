@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -51,6 +53,15 @@ int collect_libbpf_log(enum libbpf_print_level level, const char* fmt, va_list a
   return 0;
 }
 
+// Collects libbpf's messages while it lives.
+struct LibbpfLog {
+  libbpf_print_fn_t previous = libbpf_set_print(collect_libbpf_log);
+  LibbpfLog() = default;
+  LibbpfLog(const LibbpfLog&) = delete;
+  LibbpfLog& operator=(const LibbpfLog&) = delete;
+  ~LibbpfLog() { libbpf_set_print(previous); }
+};
+
 // The end of libbpf's log: the verifier's verdict is in its last lines.
 std::string log_tail(const std::string& text) {
   constexpr std::size_t kKeep = 600;
@@ -71,37 +82,68 @@ bool kernel_has_tracepoint(const char* name) {
   return found;
 }
 
-// Turns off the programs of the other attach kind, and the arrival program
-// when the kernel lacks its tracepoint.
-enum class ProgramSet { sockets, btf_syscalls, raw_syscalls };
+// The ways to attach, each by the names of its programs (endpoint.bpf.c).
+// The arrival program is loaded where the kernel has sock:sk_data_ready.
+struct Variant {
+  const char* kind;  // attach_kind()
+  std::array<std::string_view, 4> programs;
+  std::string_view arrival;
+  bool tracks_processes;  // the syscall programs look only at server processes
+};
+constexpr Variant kSockets{
+    "tp_btf sockets", {"hr_sock_arrival", "hr_sock_read", "hr_sock_write", "hr_btf_set_state"}, {}, false};
+constexpr Variant kBtfSyscalls{
+    "tp_btf syscalls", {"hr_btf_sys_enter", "hr_btf_sys_exit", "hr_btf_set_state"}, "hr_btf_data_ready", true};
+constexpr Variant kRawSyscalls{
+    "raw_tp syscalls", {"hr_raw_sys_enter", "hr_raw_sys_exit", "hr_raw_set_state"}, "hr_raw_data_ready", true};
 
-const char* set_name(ProgramSet set) {
-  switch (set) {
-    case ProgramSet::sockets: return "tp_btf sockets";
-    case ProgramSet::btf_syscalls: return "tp_btf syscalls";
-    case ProgramSet::raw_syscalls: return "raw_tp syscalls";
-  }
-  return "?";
+// What each choice tries, best first. The socket set is skipped where it
+// does not fit (see open()).
+struct Choice {
+  ProgramSet set;
+  std::string_view name;
+  std::array<const Variant*, 3> tries;
+};
+constexpr std::array<Choice, 4> kChoices{{
+    {ProgramSet::automatic, "auto", {&kSockets, &kBtfSyscalls, &kRawSyscalls}},
+    {ProgramSet::sockets, "sockets", {&kSockets}},
+    {ProgramSet::syscalls, "syscalls", {&kBtfSyscalls, &kRawSyscalls}},
+    {ProgramSet::raw, "raw", {&kRawSyscalls}},
+}};
+
+const Choice& choice_of(ProgramSet set) {
+  for (const auto& c : kChoices)
+    if (c.set == set) return c;
+  return kChoices[0];
 }
 
-// Loads only the chosen set's programs (and the arrival program of the
-// syscall sets when the kernel has its tracepoint).
-void choose(endpoint_bpf* o, ProgramSet set, bool arrival) {
-  const bool sockets = set == ProgramSet::sockets;
-  const bool btf = set == ProgramSet::btf_syscalls;
-  const bool raw = set == ProgramSet::raw_syscalls;
-  bpf_program__set_autoload(o->progs.hr_sock_arrival, sockets);
-  bpf_program__set_autoload(o->progs.hr_sock_read, sockets);
-  bpf_program__set_autoload(o->progs.hr_sock_write, sockets);
-  bpf_program__set_autoload(o->progs.hr_sock_set_state, sockets);
-  bpf_program__set_autoload(o->progs.hr_btf_data_ready, btf && arrival);
-  bpf_program__set_autoload(o->progs.hr_raw_data_ready, raw && arrival);
-  bpf_program__set_autoload(o->progs.hr_btf_sys_enter, btf);
-  bpf_program__set_autoload(o->progs.hr_btf_sys_exit, btf);
-  bpf_program__set_autoload(o->progs.hr_btf_set_state, btf);
-  bpf_program__set_autoload(o->progs.hr_raw_sys_enter, raw);
-  bpf_program__set_autoload(o->progs.hr_raw_sys_exit, raw);
-  bpf_program__set_autoload(o->progs.hr_raw_set_state, raw);
+// Loads the variant's programs and no others.
+void choose(bpf_object* obj, const Variant& v, bool arrival) {
+  for (bpf_program* prog = bpf_object__next_program(obj, nullptr); prog != nullptr;
+       prog = bpf_object__next_program(obj, prog)) {
+    const std::string_view name = bpf_program__name(prog);
+    const bool wanted = std::find(v.programs.begin(), v.programs.end(), name) != v.programs.end() ||
+                        (arrival && name == v.arrival);
+    bpf_program__set_autoload(prog, wanted);
+  }
+}
+
+// Into a snapshot this probe filled before (or an empty one): a histogram
+// changes only with the completed count read with it, so the 2.4 KiB are
+// copied only when that count moved.
+void copy_totals(const EndpointTotals& from, EndpointTotals& to) {
+  static_assert(sizeof(EndpointTotals) ==
+                    sizeof(hr_stats) + sizeof(EndpointTotals::hist) + 7 * sizeof(uint64_t),
+                "copy_totals copies every field");
+  if (to.stats.completed != from.stats.completed) to.hist = from.hist;
+  to.stats = from.stats;
+  to.inflight = from.inflight;
+  to.inflight_over_target = from.inflight_over_target;
+  to.inflight_over_max = from.inflight_over_max;
+  to.inflight_age_ns = from.inflight_age_ns;
+  to.pending = from.pending;
+  to.pending_over_target = from.pending_over_target;
+  to.pending_over_max = from.pending_over_max;
 }
 
 Error permission_error(int err) {
@@ -124,6 +166,15 @@ uint64_t map_size(const bpf_map* m, int ncpu) {
 
 }  // namespace
 
+Result<ProgramSet> parse_program_set(std::string_view name) {
+  if (name.empty()) return ProgramSet::automatic;
+  for (const auto& c : kChoices)
+    if (c.name == name) return c.set;
+  return Error{EINVAL, "unknown eBPF program set \"" + std::string(name) + "\" (auto, sockets, syscalls or raw)"};
+}
+
+std::string_view program_set_name(ProgramSet set) { return choice_of(set).name; }
+
 Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<EndpointSpec>& endpoints,
                                                            const EndpointProbeOptions& options) {
   if (endpoints.empty() || endpoints.size() > HR_MAX_ENDPOINTS)
@@ -138,25 +189,41 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   p->ncpu_ = libbpf_num_possible_cpus();
   if (p->ncpu_ <= 0) return Error{EIO, "cannot count the possible CPUs"};
   p->arrival_ = kernel_has_tracepoint("sk_data_ready");
-  auto previous = libbpf_set_print(collect_libbpf_log);
+  p->specs_ = endpoints;
+  p->cache_.assign(endpoints.size(), EndpointTotals{});
+  p->stats_buf_.resize(static_cast<std::size_t>(p->ncpu_));
+  p->hist_buf_.resize(static_cast<std::size_t>(p->ncpu_));
+  const LibbpfLog keep_log;
   std::string failures;
   int last_err = 0;
   // The best set first: socket tracepoints only, where the kernel has all
   // three (6.11+) and no endpoint has a path (a path needs the request's
   // bytes, which only the syscall set can read); else the syscall
-  // tracepoints, as BTF then as raw tracepoints. HEADROOM_EBPF_PROGRAMS=
-  // sockets|syscalls|raw restricts the choice (tests, benchmarks, diagnosing
-  // a kernel).
-  std::vector<ProgramSet> sets;
-  const char* forced = std::getenv("HEADROOM_EBPF_PROGRAMS");
-  const std::string force = forced ? forced : "";
-  const bool socket_tps = kernel_has_tracepoint("sk_data_ready") && kernel_has_tracepoint("sock_recv_length") &&
-                          kernel_has_tracepoint("tcp_sendmsg_locked");
-  const bool any_path = std::any_of(endpoints.begin(), endpoints.end(), [](const EndpointSpec& e) { return !e.path.empty(); });
-  if ((force.empty() || force == "sockets") && socket_tps && !any_path) sets.push_back(ProgramSet::sockets);
-  if (force.empty() || force == "syscalls") sets.push_back(ProgramSet::btf_syscalls);
-  if (force.empty() || force == "syscalls" || force == "raw") sets.push_back(ProgramSet::raw_syscalls);
-  for (const ProgramSet set : sets) {
+  // tracepoints, as BTF then as raw tracepoints. options.programs restricts
+  // the choice (tests, benchmarks, diagnosing a kernel).
+  ProgramSet programs = options.programs;
+  if (programs == ProgramSet::automatic) {
+    if (const char* env = std::getenv("HEADROOM_EBPF_PROGRAMS")) {
+      auto parsed = parse_program_set(env);
+      if (!parsed) return Error{EINVAL, "HEADROOM_EBPF_PROGRAMS: " + parsed.error().message};
+      programs = *parsed;
+    }
+  }
+  const bool sockets_fit =
+      p->arrival_ && kernel_has_tracepoint("sock_recv_length") && kernel_has_tracepoint("tcp_sendmsg_locked") &&
+      std::none_of(endpoints.begin(), endpoints.end(), [](const EndpointSpec& e) { return !e.path.empty(); });
+  // libbpf's bootstrap order: open, settings into .rodata, load, fill the
+  // maps, attach. Attached last, no program sees an unconfigured probe.
+  const pid_t self = options.self != 0 ? options.self : ::getpid();
+  std::optional<std::vector<pid_t>> servers;  // scanned once, whichever set loads
+  for (const Variant* v : choice_of(programs).tries) {
+    if (v == nullptr) break;
+    if (v == &kSockets && !sockets_fit) {
+      failures += std::string(v->kind) + ": needs sock:sk_data_ready, sock:sock_recv_length and "
+                  "tcp:tcp_sendmsg_locked (kernel 6.11+) and no endpoint with a path; ";
+      last_err = ENOTSUP;
+      continue;
+    }
     g_libbpf_log.clear();
     auto skel = std::make_unique<Skeleton>();
     skel->obj = endpoint_bpf__open();
@@ -165,49 +232,49 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
       failures += "open: " + std::string(std::strerror(last_err)) + "; ";
       break;
     }
-    choose(skel->obj, set, p->arrival_);
+    choose(skel->obj->obj, *v, p->arrival_);
     // Per-endpoint maps hold exactly the configured endpoints: the per-CPU
     // ones cost (entries x value x CPUs).
     const auto n = static_cast<__u32>(endpoints.size());
     bpf_map__set_max_entries(skel->obj->maps.endpoints, n);
     bpf_map__set_max_entries(skel->obj->maps.stats, n);
     bpf_map__set_max_entries(skel->obj->maps.hist, n);
+    skel->obj->rodata->self_tgid = static_cast<__u32>(self);
+    skel->obj->rodata->track_processes = v->tracks_processes ? 1 : 0;
     int err = endpoint_bpf__load(skel->obj);
-    if (err == 0) err = endpoint_bpf__attach(skel->obj);
     if (err == 0) {
       p->skel_ = std::move(skel);
-      p->kind_ = set_name(set);
-      if (set == ProgramSet::sockets) p->arrival_ = true;
-      break;
+      if (auto r = p->fill_maps(endpoints); !r) return r.error();
+      if (v->tracks_processes) {
+        if (!servers) servers = existing_servers(endpoints, options);
+        for (const pid_t pid : *servers) (void)p->trace_process(pid);
+      }
+      err = endpoint_bpf__attach(p->skel_->obj);
+      if (err == 0) {
+        p->kind_ = v->kind;
+        if (v == &kSockets) p->arrival_ = true;
+        break;
+      }
+      p->skel_.reset();
     }
     last_err = -err;
-    failures += std::string(set_name(set)) + ": " + std::strerror(last_err) + "; ";
+    failures += std::string(v->kind) + ": " + std::strerror(last_err) + "; ";
   }
-  libbpf_set_print(previous);
   if (!p->skel_) {
     if (last_err == EPERM) return permission_error(last_err);
     return Error{last_err, "cannot load the eBPF endpoint programs (" + failures +
                                "kernel says: " + log_tail(g_libbpf_log) +
                                "); endpoint latency signals need raw or BTF tracepoints (kernel >= 4.17)"};
   }
-
   for (bpf_map* m = bpf_object__next_map(p->skel_->obj->obj, nullptr); m != nullptr;
        m = bpf_object__next_map(p->skel_->obj->obj, m))
     p->map_bytes_ += map_size(m, p->ncpu_);
-  if (auto r = p->configure(endpoints); !r) return r.error();
-  p->scan_existing_servers(options);
-  const pid_t self = options.self != 0 ? options.self : ::getpid();
-  hr_config cfg{1, static_cast<__u32>(self)};
-  const uint32_t zero = 0;
-  if (bpf_map_update_elem(bpf_map__fd(p->skel_->obj->maps.hr_cfg), &zero, &cfg, BPF_ANY) != 0)
-    return Error{errno, std::string("cannot enable the eBPF probe: ") + std::strerror(errno)};
   return p;
 }
 
 EndpointProbe::~EndpointProbe() = default;
 
-Result<void> EndpointProbe::configure(const std::vector<EndpointSpec>& endpoints) {
-  specs_ = endpoints;
+Result<void> EndpointProbe::fill_maps(const std::vector<EndpointSpec>& endpoints) {
   std::map<uint32_t, hr_port> ports;
   for (std::size_t i = 0; i < endpoints.size(); ++i) {
     const auto& e = endpoints[i];
@@ -238,18 +305,17 @@ Result<void> EndpointProbe::configure(const std::vector<EndpointSpec>& endpoints
   for (const auto& [port, v] : ports)
     if (bpf_map_update_elem(bpf_map__fd(skel_->obj->maps.ports), &port, &v, BPF_ANY) != 0)
       return Error{errno, std::string("cannot configure the eBPF ports map: ") + std::strerror(errno)};
-  cache_.assign(endpoints.size(), EndpointTotals{});
-  stats_buf_.resize(static_cast<std::size_t>(ncpu_));
-  hist_buf_.resize(static_cast<std::size_t>(ncpu_));
   return {};
 }
 
 // Servers that were running before headroomd: the processes holding a socket
 // whose local port is an endpoint's. Needs to read other users' /proc/<pid>/fd
 // (root); without that, a server is found at its next accept().
-void EndpointProbe::scan_existing_servers(const EndpointProbeOptions& options) {
+std::vector<pid_t> EndpointProbe::existing_servers(const std::vector<EndpointSpec>& endpoints,
+                                                   const EndpointProbeOptions& options) {
+  std::vector<pid_t> servers;
   std::set<uint32_t> ports;
-  for (const auto& e : specs_) ports.insert(e.port);
+  for (const auto& e : endpoints) ports.insert(e.port);
   std::set<std::string> inodes;
   for (const char* file : {"/1/net/tcp", "/1/net/tcp6", "/net/tcp", "/net/tcp6"}) {
     std::ifstream in(options.proc_root + file);
@@ -265,9 +331,9 @@ void EndpointProbe::scan_existing_servers(const EndpointProbeOptions& options) {
       if (ports.count(port) && inode != "0") inodes.insert("socket:[" + inode + "]");
     }
   }
-  if (inodes.empty()) return;
+  if (inodes.empty()) return servers;
   DIR* proc = ::opendir(options.proc_root.c_str());
-  if (!proc) return;
+  if (!proc) return servers;
   while (dirent* d = ::readdir(proc)) {
     char* end = nullptr;
     const unsigned long pid = std::strtoul(d->d_name, &end, 10);
@@ -282,13 +348,14 @@ void EndpointProbe::scan_existing_servers(const EndpointProbeOptions& options) {
       if (n <= 0) continue;
       target[n] = '\0';
       if (inodes.count(target)) {
-        (void)trace_process(static_cast<pid_t>(pid));
+        servers.push_back(static_cast<pid_t>(pid));
         break;
       }
     }
     ::closedir(fds);
   }
   ::closedir(proc);
+  return servers;
 }
 
 Result<void> EndpointProbe::trace_process(pid_t tgid) {
@@ -435,7 +502,7 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out) {
       prev = &key;
     }
   }
-  for (std::size_t i = 0; i < specs_.size(); ++i) out.endpoints[i] = cache_[i];
+  for (std::size_t i = 0; i < specs_.size(); ++i) copy_totals(cache_[i], out.endpoints[i]);
   return {};
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "headroom/orca/result.h"
@@ -29,10 +30,25 @@ struct EndpointSpec {
   uint64_t max_ns = 0;
 };
 
+// Which eBPF programs the probe may load (docs/endpoints.md), best first.
+enum class ProgramSet {
+  automatic,  // sockets where they fit (kernel 6.11+, no endpoint with a path), else syscalls
+  sockets,    // the socket tracepoints only
+  syscalls,   // the syscall tracepoints, as BTF tracepoints, else as raw tracepoints
+  raw,        // the syscall tracepoints as raw tracepoints only
+};
+
+// "auto" (or ""), "sockets", "syscalls", "raw": HEADROOM_EBPF_PROGRAMS's values.
+Result<ProgramSet> parse_program_set(std::string_view name);
+std::string_view program_set_name(ProgramSet set);
+
 struct EndpointProbeOptions {
   std::string proc_root = "/proc";  // for the start-up scan of existing servers
   std::string sys_root = "/sys";    // for /sys/kernel/btf/vmlinux
   pid_t self = 0;                   // never traced; 0: getpid()
+  // automatic: HEADROOM_EBPF_PROGRAMS still chooses when it is set, for
+  // callers that do not read it themselves yet.
+  ProgramSet programs = ProgramSet::automatic;
 };
 
 // Counters of one endpoint since the probe was loaded (sums over CPUs; they
@@ -62,27 +78,30 @@ struct EndpointSnapshot {
 class EndpointProbe {
  public:
   // Checks the kernel (BTF, permissions), loads the best programs that load
-  // (BTF tracepoints, else raw tracepoints), fills the maps, attaches, and
-  // finds the servers already running. The error says what is missing and
-  // what to do.
+  // (BTF tracepoints, else raw tracepoints), fills the maps with the endpoints
+  // and the servers already running, and attaches last. The error says what
+  // is missing and what to do.
   static Result<std::unique_ptr<EndpointProbe>> open(const std::vector<EndpointSpec>& endpoints,
                                                      const EndpointProbeOptions& options);
   ~EndpointProbe();
   EndpointProbe(const EndpointProbe&) = delete;
   EndpointProbe& operator=(const EndpointProbe&) = delete;
 
-  // Reads every endpoint's counters and walks the in-flight requests.
+  // Reads every endpoint's counters and walks the in-flight requests. out is
+  // a snapshot this probe filled before, or an empty one: an endpoint's
+  // histogram is copied into it only when its completed count moved.
   Result<void> read(EndpointSnapshot& out);
 
   // Traces this process's sockets from now on (tests; the probe finds
   // servers by themselves through accept/listen and the start-up scan).
   Result<void> trace_process(pid_t tgid);
 
-  // "tp_btf" or "raw_tp": which programs are attached.
+  // "tp_btf sockets", "tp_btf syscalls" or "raw_tp syscalls": which programs are attached.
   const std::string& attach_kind() const { return kind_; }
   // Whether request arrival is seen (sock:sk_data_ready, kernel >= 6.6).
   bool sees_arrival() const { return arrival_; }
-  // Processes traced right now (the procs map), for status lines and tests.
+  // Processes traced right now (the procs map), for status lines and tests;
+  // 0 with the socket set, which follows sockets, not processes.
   std::size_t traced_processes() const;
   // Bytes of kernel memory the maps take, from their sizes (docs/endpoints.md).
   uint64_t map_bytes() const { return map_bytes_; }
@@ -90,8 +109,11 @@ class EndpointProbe {
  private:
   struct Skeleton;
   EndpointProbe() = default;
-  Result<void> configure(const std::vector<EndpointSpec>& endpoints);
-  void scan_existing_servers(const EndpointProbeOptions& options);
+  // The endpoints and ports maps, between load and attach.
+  Result<void> fill_maps(const std::vector<EndpointSpec>& endpoints);
+  // Servers that were running before headroomd (the procs map's first entries).
+  static std::vector<pid_t> existing_servers(const std::vector<EndpointSpec>& endpoints,
+                                             const EndpointProbeOptions& options);
 
   std::unique_ptr<Skeleton> skel_;
   std::string kind_;

@@ -1,13 +1,11 @@
+// system_error() is inline in result.h. Programs built when it was defined
+// here still link against the symbol, so libheadroom-orca keeps exporting it.
 #include "headroom/orca/result.h"
 
-#include <cstring>
-
 namespace headroom {
+namespace {
 
-Error system_error(int code, std::string context) {
-  context += ": ";
-  context += std::strerror(code);
-  return Error{code, std::move(context)};
-}
+[[gnu::used]] constexpr Error (*kExportSystemError)(int, std::string) = &system_error;
 
+}  // namespace
 }  // namespace headroom

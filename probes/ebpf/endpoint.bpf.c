@@ -58,12 +58,14 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define BUF_IOV 2   /* (fd, iov, cnt) */
 #define BUF_MSG 3   /* (fd, msghdr, flags) */
 
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct hr_config);
-} hr_cfg SEC(".maps");
+/* Settings, written by the loader between open and load: constants for the
+ * verifier, which drops the branches they turn off, and no lookup per event.
+ * The programs are attached only once every map is filled, so no program runs
+ * on a half-configured probe. */
+const volatile __u32 self_tgid = 0; /* headroomd: never traced */
+/* The syscall set looks only at server processes (the procs map); the
+ * socket set needs no process at all. */
+const volatile __u8 track_processes = 1;
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -131,12 +133,6 @@ struct {
   __type(value, struct call);
 } calls SEC(".maps");
 
-static __always_inline int enabled(void) {
-  __u32 zero = 0;
-  struct hr_config *c = bpf_map_lookup_elem(&hr_cfg, &zero);
-  return c && c->enabled;
-}
-
 /* fd of the current task -> its struct sock, when it is a TCP/IP socket. */
 static __always_inline struct sock *sock_of_fd(long fd) {
   if (fd < 0) return 0;
@@ -164,6 +160,7 @@ static __always_inline __u32 local_port(const struct sock *sk) { return BPF_CORE
 
 static __always_inline void mark_process(void) {
   __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  if (tgid == self_tgid) return;
   __u8 one = 1;
   bpf_map_update_elem(&procs, &tgid, &one, BPF_ANY);
 }
@@ -202,7 +199,6 @@ static __always_inline void on_enter(struct pt_regs *regs, long id) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   __u32 tgid = pid_tgid >> 32;
   if (!bpf_map_lookup_elem(&procs, &tgid)) return;  /* the one lookup untraced processes pay */
-  if (!enabled()) return;
   long fd = (long)BPF_CORE_READ(regs, di);
   __u64 arg = BPF_CORE_READ(regs, si);
   if (id == NR_sendfile) { arg = 0; }  /* sendfile(out_fd, in_fd, ...): out_fd is di */
@@ -334,7 +330,7 @@ static __always_inline void on_exit(struct pt_regs *regs, long ret) {
   long id = (long)BPF_CORE_READ(regs, orig_ax);
   switch (id) {
     case NR_accept: case NR_accept4: {
-      if (ret < 0 || !enabled()) return;
+      if (ret < 0) return;
       struct sock *sk = sock_of_fd(ret);
       if (!sk) return;
       __u32 port = local_port(sk);
@@ -364,13 +360,14 @@ static __always_inline void on_exit(struct pt_regs *regs, long ret) {
 
 static __always_inline void on_state(const struct sock *sk, int oldstate, int newstate) {
   if (newstate == TCP_LISTEN) {
+    if (!track_processes) return;
     __u32 port = local_port(sk);
-    if (bpf_map_lookup_elem(&ports, &port) && enabled()) mark_process();
+    if (bpf_map_lookup_elem(&ports, &port)) mark_process();
     return;
   }
   if (newstate != TCP_CLOSE && newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK) return;
   __u64 key = (__u64)sk;
-  if (newstate == TCP_CLOSE) bpf_map_delete_elem(&known, &key);
+  if (track_processes && newstate == TCP_CLOSE) bpf_map_delete_elem(&known, &key);
   struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &key);
   if (!r) return;
   __u64 age = bpf_ktime_get_ns() - r->start_ns;
@@ -403,6 +400,7 @@ int BPF_PROG(hr_btf_sys_exit, struct pt_regs *regs, long ret) {
   return 0;
 }
 
+/* Both program sets attach this one: a connection's end is the same event. */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(hr_btf_set_state, const struct sock *sk, int oldstate, int newstate) {
   on_state(sk, oldstate, newstate);
@@ -450,7 +448,7 @@ int hr_raw_data_ready(struct bpf_raw_tracepoint_args *ctx) {
  * can read: the loader picks this set only when no endpoint has a path.
  *   sock_recv_length   the server reads it (it is no longer waiting)
  *   tcp_sendmsg_locked the server's first write: the end, and the status line
- *   inet_sock_set_state the connection ends (abort), as above */
+ *   inet_sock_set_state the connection ends (abort): hr_btf_set_state above */
 
 static __always_inline const struct hr_port *server_port(const struct sock *sk, __u32 *port) {
   *port = local_port(sk);
@@ -464,7 +462,6 @@ static __always_inline void sock_arrival(const struct sock *sk) {
   if (BPF_CORE_READ(sk, __sk_common.skc_state) != TCP_ESTABLISHED) return;
   __u64 key = (__u64)sk;
   if (bpf_map_lookup_elem(&inflight, &key)) return;
-  if (!enabled()) return;
   /* The loader uses this set only when no endpoint has a path: the request's
    * bytes sit in page fragments here (always on loopback), which a tracing
    * program cannot address. */
@@ -494,7 +491,6 @@ static __always_inline void sock_read(const struct sock *sk, int ret, int flags)
   }
   /* Data read with no arrival seen (it came before the probe was attached,
    * or behind unread data): a request from now, for the port's endpoint. */
-  if (!enabled()) return;
   struct hr_inflight n = {.start_ns = bpf_ktime_get_ns(), .ep = pe->generic_ep, .port = (__u16)port};
   bpf_map_update_elem(&inflight, &key, &n, BPF_ANY);
   count_start(n.ep);
@@ -549,8 +545,3 @@ int BPF_PROG(hr_sock_write, const struct sock *sk, const struct msghdr *msg, con
   return 0;
 }
 
-SEC("tp_btf/inet_sock_set_state")
-int BPF_PROG(hr_sock_set_state, const struct sock *sk, int oldstate, int newstate) {
-  on_state(sk, oldstate, newstate);
-  return 0;
-}

@@ -110,10 +110,4 @@ struct hr_inflight {
 };
 #define HR_F_WAITING 1
 
-/* config array, one entry. */
-struct hr_config {
-  __u32 enabled; /* 0: every program returns at once */
-  __u32 self_tgid;
-};
-
 #endif

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cerrno>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <variant>
@@ -15,7 +16,13 @@ struct Error {
 };
 
 // Builds an Error from errno-style code: "<context>: <strerror(code)>".
-Error system_error(int code, std::string context);
+// Inline, like the rest of this header: code that only reports errors
+// (probes/) needs neither the library nor protobuf.
+inline Error system_error(int code, std::string context) {
+  context += ": ";
+  context += std::strerror(code);
+  return Error{code, std::move(context)};
+}
 // Builds an Error that is not about a system call.
 inline Error logic_error(std::string message) { return Error{0, std::move(message)}; }
 
