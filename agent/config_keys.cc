@@ -107,16 +107,10 @@ bool set_cgroup(KeyValue& v) {
   }
   // "/system.slice/x.service" as /proc/PID/cgroup prints it is accepted;
   // "/" is the root cgroup, i.e. the whole host.
-  while (path.starts_with('/')) path.remove_prefix(1);
-  while (path.ends_with('/')) path.remove_suffix(1);
-  for (std::size_t pos = 0; pos <= path.size();) {
-    std::size_t slash = path.find('/', pos);
-    if (slash == std::string_view::npos) slash = path.size();
-    if (path.substr(pos, slash - pos) == "..")
-      return v.fail("must not contain \"..\"; give the path below the cgroup root, e.g. \"system.slice/api.service\"");
-    pos = slash + 1;
-  }
-  v.config.cgroup = std::string(path);
+  auto normal = probes::normalize_cgroup_path(path);
+  if (!normal)
+    return v.fail("must not contain \"..\"; give the path below the cgroup root, e.g. \"system.slice/api.service\"");
+  v.config.cgroup = std::move(*normal);
   return true;
 }
 

@@ -39,24 +39,6 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-// "/system.slice//x.service/" -> "system.slice/x.service"; "" is the root
-// cgroup. ".." is refused: the path comes from a config file and must not
-// climb out of the cgroup mount.
-Result<std::string> normalize(const std::string& path) {
-  std::string out;
-  std::string_view rest = path;
-  while (!rest.empty()) {
-    const size_t slash = rest.find('/');
-    const std::string_view part = rest.substr(0, slash);
-    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-    if (part.empty() || part == ".") continue;
-    if (part == "..") return logic_error("cgroup path \"" + path + "\" must not contain \"..\"");
-    if (!out.empty()) out += '/';
-    out += part;
-  }
-  return out;
-}
-
 std::string join(const std::string& dir, const std::string& rel) { return rel.empty() ? dir : dir + "/" + rel; }
 
 Error not_found(const std::string& rel, const char* version, std::initializer_list<std::string> looked_at) {
@@ -82,16 +64,6 @@ std::optional<std::string> first_dir(std::initializer_list<std::string> candidat
 
 Error with_path(const ProcFile& file, const Error& e) { return Error{e.code, file.path() + ": " + e.message}; }
 
-// Read errors already carry the path; parse errors get it in front.
-template <class Parse>
-auto parse_file(ProcFile& file, Parse parse) -> decltype(parse(std::string_view())) {
-  auto text = file.read();
-  if (!text) return text.error();
-  auto value = parse(*text);
-  if (!value) return with_path(file, value.error());
-  return value;
-}
-
 // A file the cgroup may lack: a disabled controller (cpu.max, memory.max),
 // the root cgroup (cpu.max), PSI off (ENOENT, or EOPNOTSUPP on older kernels).
 template <class T, class Parse>
@@ -109,7 +81,7 @@ Result<std::optional<T>> parse_optional(ProcFile& file, Parse parse) {
 }  // namespace
 
 Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const std::string& path, CgroupVersion version) {
-  auto rel = normalize(path);
+  auto rel = normalize_cgroup_path(path);
   if (!rel) return rel.error();
   const std::string root = sys_root + "/fs/cgroup";
   if (version == CgroupVersion::automatic) {
@@ -162,7 +134,7 @@ Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const std::st
 Result<CgroupReading> CgroupProbe::read() {
   CgroupReading r;
   if (version_ == CgroupVersion::v2) {
-    auto stat = parse_file(files_[v2::cpu_stat], parse_cgroup2_cpu_stat);
+    auto stat = read_parsed(files_[v2::cpu_stat], parse_cgroup2_cpu_stat);
     if (!stat) return stat.error();
     r.cpu.usage_usec = stat->usage_usec;
     r.cpu.throttled_usec = stat->throttled_usec;
@@ -176,7 +148,7 @@ Result<CgroupReading> CgroupProbe::read() {
     if (!cpus) return cpus.error();
     r.cpu.cpuset_cpus = cpus->value_or(0);
 
-    auto current = parse_file(files_[v2::mem_current], parse_u64);
+    auto current = read_parsed(files_[v2::mem_current], parse_u64);
     if (!current) return current.error();
     r.memory.current_bytes = *current;
 
@@ -193,7 +165,7 @@ Result<CgroupReading> CgroupProbe::read() {
     return r;
   }
 
-  auto usage = parse_file(files_[v1::usage], parse_u64);
+  auto usage = read_parsed(files_[v1::usage], parse_u64);
   if (!usage) return usage.error();
   r.cpu.usage_usec = *usage / 1000;  // cpuacct.usage is in ns
 
@@ -201,7 +173,7 @@ Result<CgroupReading> CgroupProbe::read() {
   if (!quota) return quota.error();
   // -1 is "no quota"; the kernel stores any negative write as -1.
   if (*quota && **quota >= 0) {
-    auto period = parse_file(files_[v1::period], parse_u64);
+    auto period = read_parsed(files_[v1::period], parse_u64);
     if (!period) return period.error();
     if (*period == 0) return with_path(files_[v1::period], logic_error("period is 0"));
     if (**quota == 0) return with_path(files_[v1::quota], logic_error("quota is 0"));
@@ -219,14 +191,29 @@ Result<CgroupReading> CgroupProbe::read() {
   if (!cpus) return cpus.error();
   r.cpu.cpuset_cpus = cpus->value_or(0);
 
-  auto current = parse_file(files_[v1::mem_usage], parse_u64);
+  auto current = read_parsed(files_[v1::mem_usage], parse_u64);
   if (!current) return current.error();
   r.memory.current_bytes = *current;
 
-  auto limit = parse_file(files_[v1::mem_limit], parse_u64);
+  auto limit = read_parsed(files_[v1::mem_limit], parse_u64);
   if (!limit) return limit.error();
   if (*limit < kV1Unlimited) r.memory.limit_bytes = *limit;
   return r;
+}
+
+Result<std::string> normalize_cgroup_path(std::string_view path) {
+  std::string out;
+  std::string_view rest = path;
+  while (!rest.empty()) {
+    const size_t slash = rest.find('/');
+    const std::string_view part = rest.substr(0, slash);
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    if (part.empty() || part == ".") continue;
+    if (part == "..") return logic_error("cgroup path \"" + std::string(path) + "\" must not contain \"..\"");
+    if (!out.empty()) out += '/';
+    out += part;
+  }
+  return out;
 }
 
 }  // namespace headroom::probes

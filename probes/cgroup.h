@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "probes/parse.h"
@@ -20,6 +21,12 @@
 namespace headroom::probes {
 
 enum class CgroupVersion { automatic = 0, v1 = 1, v2 = 2 };
+
+// "/system.slice//x.service/" -> "system.slice/x.service"; "" and "/" are the
+// root cgroup. ".." is refused: the path comes from a configuration file and
+// must not climb out of the cgroup mount. The configuration and the probe
+// both use this, so what is validated is what is opened.
+Result<std::string> normalize_cgroup_path(std::string_view path);
 
 class CgroupProbe {
  public:

@@ -31,4 +31,15 @@ class ProcFile {
   std::string buffer_;
 };
 
+// Reads the file and parses its text. Read errors already carry the path;
+// parse errors get it in front, so every probe's message names its file.
+template <class Parse>
+auto read_parsed(ProcFile& file, Parse parse) -> decltype(parse(std::string_view())) {
+  auto text = file.read();
+  if (!text) return text.error();
+  auto value = parse(*text);
+  if (!value) return Error{value.error().code, file.path() + ": " + value.error().message};
+  return value;
+}
+
 }  // namespace headroom::probes
