@@ -165,12 +165,8 @@ class Agent {
     bool failing = false;
     std::string first_error;
     for (const auto& e : p_.endpoints->endpoints()) {
-      std::optional<EndpointSignals> signals;
-      if (p_.endpoints->running() && e.have_signals) {
-        signals = e.window.signals(e.config);
-        signals->pending = static_cast<double>(e.pending);
-      }
-      const auto report = build_endpoint_report(e.config, signals ? &*signals : nullptr, meta);
+      const EndpointSignals* signals = p_.endpoints->running() && e.signals ? &*e.signals : nullptr;
+      const auto report = build_endpoint_report(e.config, signals, meta);
       if (auto r = p_.publisher->publish(endpoint_scope(e.config.name), report); !r) {
         if (!failing) first_error = r.error().message;
         failing = true;
@@ -187,8 +183,8 @@ class Agent {
   void add_endpoint_signals() {
     if (!p_.endpoints->running()) return;
     for (const auto& e : p_.endpoints->endpoints()) {
-      if (!e.have_signals) continue;
-      if (auto v = endpoint_composite(e.window.signals(e.config))) last_.signals["endpoint." + e.config.name] = *v;
+      if (!e.signals) continue;
+      if (auto v = endpoint_composite(*e.signals)) last_.signals["endpoint." + e.config.name] = *v;
     }
   }
 
