@@ -30,6 +30,38 @@ void notify(const std::string& state) {
   ::sd_notify(0, state.c_str());
 }
 
+// WATCHDOG=1 from the loop itself, so that only a stuck loop stops the pings:
+// after every tick, and whenever a quarter of WATCHDOG_USEC passed without one
+// (an interval longer than that must not starve systemd, which recommends
+// pinging at half the timeout at the latest).
+class Watchdog {
+ public:
+  Watchdog() {
+    uint64_t usec = 0;
+    if (::sd_watchdog_enabled(0, &usec) > 0 && usec > 0) every_ns_ = static_cast<int64_t>(usec) * 1000 / 4;
+  }
+  bool enabled() const { return every_ns_ > 0; }
+  void start(int64_t now) { last_ = now; }
+  void ping(int64_t now) {
+    if (!enabled()) return;
+    notify("WATCHDOG=1");
+    last_ = now;
+  }
+  void ping_if_due(int64_t now) {
+    if (enabled() && now - last_ >= every_ns_) ping(now);
+  }
+  // poll's timeout until the next ping is due; -1 without a watchdog.
+  int timeout_ms(int64_t now) const {
+    if (!enabled()) return -1;
+    const int64_t left = last_ + every_ns_ - now;
+    return left <= 0 ? 0 : static_cast<int>((left + 999'999) / 1'000'000);
+  }
+
+ private:
+  int64_t every_ns_ = 0;
+  int64_t last_ = 0;
+};
+
 bool arm_timer(int tfd, std::chrono::nanoseconds interval) {
   itimerspec its{};
   its.it_interval.tv_sec = static_cast<time_t>(interval.count() / 1'000'000'000);
@@ -112,19 +144,22 @@ int run_daemon(const DaemonOptions& options) {
     return kExitOsErr;
   }
 
-  int watchdog = ::sd_watchdog_enabled(0, nullptr) > 0;
+  Watchdog watchdog;
   spdlog::info("headroomd started: {} every {}, orca directory {}",
                config.cgroup.empty() ? std::string("host") : "cgroup " + config.cgroup,
                format_duration(config.interval), config.orca_dir);
   agent.tick();  // baseline for the rates
   bool ready = false;
   pollfd fds[2] = {{tfd, POLLIN, 0}, {sfd, POLLIN, 0}};
+  watchdog.start(monotonic_ns());
   for (;;) {
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
+    const int n = ::poll(fds, 2, watchdog.timeout_ms(monotonic_ns()));
+    if (n < 0 && errno != EINTR) {
       spdlog::critical("poll: {}", std::strerror(errno));
       return kExitOsErr;
     }
+    watchdog.ping_if_due(monotonic_ns());
+    if (n <= 0) continue;
     if (fds[0].revents & POLLIN) {
       uint64_t expirations = 0;
       if (::read(tfd, &expirations, sizeof expirations) > 0) {
@@ -133,7 +168,7 @@ int run_daemon(const DaemonOptions& options) {
           ready = true;
           notify("READY=1\n" + status_line(agent));
         }
-        if (watchdog) notify("WATCHDOG=1");
+        watchdog.ping(monotonic_ns());
       }
     }
     if (fds[1].revents & POLLIN) {
