@@ -8,7 +8,7 @@ EndpointSampler::EndpointSampler(const Config& config) {
   const std::size_t window = window_intervals(config.interval, config.smoothing);
   std::vector<probes::EndpointSpec> specs;
   for (const auto& e : config.endpoints) {
-    endpoints_.push_back({e, EndpointWindow(window), false});
+    endpoints_.push_back({e, EndpointWindow(window), std::nullopt});
     specs.push_back({e.port, e.path, static_cast<uint64_t>(e.target.count()), static_cast<uint64_t>(e.max.count())});
   }
   if (endpoints_.empty()) return;
@@ -56,19 +56,19 @@ void EndpointSampler::sample(int64_t monotonic_ns) {
   if (auto r = probe_->read(cur_); !r) {
     fail("reading the eBPF maps failed: " + r.error().message);
     probe_.reset();
-    for (auto& e : endpoints_) e.have_signals = false;
+    for (auto& e : endpoints_) e.signals.reset();
     return;
   }
   if (have_prev_) {
     for (std::size_t i = 0; i < endpoints_.size(); ++i) {
       const auto& a = prev_.endpoints[i];
       const auto& b = cur_.endpoints[i];
+      auto& e = endpoints_[i];
       // Requests waiting to be read are late like those being served.
-      endpoints_[i].window.add(interval_between(a, prev_.at_ns, b, cur_.at_ns), b.inflight,
-                               b.inflight_over_target + b.pending_over_target,
-                               b.inflight_over_max + b.pending_over_max);
-      endpoints_[i].pending = b.pending;
-      endpoints_[i].have_signals = true;
+      e.window.add(interval_between(a, prev_.at_ns, b, cur_.at_ns), b.inflight,
+                   b.inflight_over_target + b.pending_over_target, b.inflight_over_max + b.pending_over_max,
+                   b.pending);
+      e.signals = e.window.signals(e.config);
     }
   }
   std::swap(prev_, cur_);

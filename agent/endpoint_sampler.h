@@ -1,11 +1,14 @@
 // The endpoints' sampler: owns the eBPF probe when the configuration declares
-// endpoints, and turns each snapshot into signals (endpoint_signals.h). When
+// endpoints, and turns each snapshot into finished signals, once per tick:
+// snapshot (probes/) -> interval -> window -> EndpointSignals
+// (endpoint_signals.h). Everything downstream only reads them. When
 // the probe cannot run, it says why once and the endpoints stay "latency
 // signals unavailable"; the node's signals are not affected.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,8 +29,9 @@ class EndpointSampler {
   struct Endpoint {
     EndpointConfig config;
     EndpointWindow window;
-    bool have_signals = false;
-    uint64_t pending = 0;  // requests waiting to be read now
+    // The window's signals after the last sample; nullopt before the
+    // baseline and while the probe does not run ("latency signals unavailable").
+    std::optional<EndpointSignals> signals;
   };
   const std::vector<Endpoint>& endpoints() const { return endpoints_; }
 

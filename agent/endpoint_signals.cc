@@ -53,8 +53,9 @@ std::optional<double> histogram_quantile_ns(const std::vector<uint64_t>& counts,
 }
 
 void EndpointWindow::add(EndpointInterval interval, uint64_t inflight, uint64_t inflight_over_target,
-                         uint64_t inflight_over_max) {
+                         uint64_t inflight_over_max, uint64_t pending) {
   slots_.push_back(std::move(interval));
+  pending_ = pending;
   while (slots_.size() > capacity_) slots_.pop_front();
   inflight_ = inflight;
   inflight_over_target_ = inflight_over_target;
@@ -90,6 +91,7 @@ EndpointSignals EndpointWindow::signals(const EndpointConfig& endpoint) const {
   s.window_seconds = seconds;
   s.window_requests = completed + aborted;
   s.inflight_now = static_cast<double>(inflight_);
+  s.pending = static_cast<double>(pending_);
   if (seconds > 0) {
     s.rps = static_cast<double>(completed) / seconds;
     s.eps = static_cast<double>(errors) / seconds;

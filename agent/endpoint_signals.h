@@ -57,15 +57,15 @@ class EndpointWindow {
  public:
   explicit EndpointWindow(std::size_t intervals) : capacity_(intervals < 1 ? 1 : intervals) {}
 
-  // Adds an interval; `inflight` is the snapshot taken at its end.
+  // Adds an interval; `inflight` and `pending` are the snapshot taken at its end.
   void add(EndpointInterval interval, uint64_t inflight, uint64_t inflight_over_target,
-           uint64_t inflight_over_max);
+           uint64_t inflight_over_max, uint64_t pending = 0);
   EndpointSignals signals(const EndpointConfig& endpoint) const;
 
  private:
   std::size_t capacity_;
   std::deque<EndpointInterval> slots_;
-  uint64_t inflight_ = 0, inflight_over_target_ = 0, inflight_over_max_ = 0;
+  uint64_t inflight_ = 0, inflight_over_target_ = 0, inflight_over_max_ = 0, pending_ = 0;
   // With nothing in the window, the last shares stay (a service that stopped
   // answering and lost its clients does not look healthy).
   std::optional<double> share_target_, share_max_;

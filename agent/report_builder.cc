@@ -1,14 +1,68 @@
 #include "agent/report_builder.h"
 
+#include <algorithm>
+#include <array>
+
 namespace headroom::agent {
 
 namespace {
-void add_meta(google::protobuf::Map<std::string, double>& nm, const ReportMeta& meta) {
-  nm[std::string(orca::kTimestampMsKey)] = static_cast<double>(meta.timestamp_ms);
-  nm[std::string(orca::kSeqKey)] = static_cast<double>(meta.seq);
-  nm[std::string(orca::kIntervalMsKey)] = static_cast<double>(meta.interval_ms);
-  if (meta.stopped) nm[std::string(orca::kStoppedKey)] = 1.0;
+
+using ProtoMap = google::protobuf::Map<std::string, double>;
+
+// Writes a map's entries over the previous tick's, then drops the entries not
+// written this time. Keys are looked up as string_views: an existing entry
+// costs no allocation.
+class MapRefill {
+ public:
+  explicit MapRefill(ProtoMap& map) : map_(map) {}
+  MapRefill(const MapRefill&) = delete;
+  MapRefill& operator=(const MapRefill&) = delete;
+  ~MapRefill() {
+    if (overflow_) return;  // more keys than tracked: those written are all kept
+    for (auto it = map_.begin(); it != map_.end();) {
+      const std::string_view key = it->first;
+      if (std::find(written_.begin(), written_.begin() + static_cast<std::ptrdiff_t>(n_), key) ==
+          written_.begin() + static_cast<std::ptrdiff_t>(n_))
+        it = map_.erase(it);
+      else
+        ++it;
+    }
+  }
+  void set(std::string_view key, double value) {
+    map_[key] = value;
+    if (n_ < written_.size())
+      written_[n_++] = key;
+    else
+      overflow_ = true;
+  }
+
+ private:
+  ProtoMap& map_;
+  std::array<std::string_view, 24> written_{};
+  std::size_t n_ = 0;
+  bool overflow_ = false;
+};
+
+void add_meta(MapRefill& nm, const ReportMeta& meta) {
+  nm.set(orca::kTimestampMsKey, static_cast<double>(meta.timestamp_ms));
+  nm.set(orca::kSeqKey, static_cast<double>(meta.seq));
+  nm.set(orca::kIntervalMsKey, static_cast<double>(meta.interval_ms));
+  if (meta.stopped) nm.set(orca::kStoppedKey, 1.0);
 }
+
+// Many keys (node.include_endpoints with many endpoints): the keys to keep are
+// looked up in the sorted utilization instead of a list.
+void refill_utilization(ProtoMap& u, const NodeValues& v) {
+  for (const auto& [key, value] : v.utilization) u[key] = value;
+  if (u.size() == v.utilization.size()) return;  // every entry was just written
+  for (auto it = u.begin(); it != u.end();) {
+    if (v.find(it->first) == nullptr)
+      it = u.erase(it);
+    else
+      ++it;
+  }
+}
+
 }  // namespace
 
 void smooth(Smoother& smoother, NodeSample& sample) {
@@ -21,55 +75,96 @@ void smooth(Smoother& smoother, NodeSample& sample) {
   }
 }
 
-orca::Report build_node_report(const NodeSample& sample, const Config& config, const ReportMeta& meta) {
-  orca::Report r;
-  std::vector<std::pair<double, double>> parts;
+const double* NodeValues::find(std::string_view key) const {
+  auto it = std::lower_bound(utilization.begin(), utilization.end(), key,
+                             [](const auto& entry, std::string_view k) { return entry.first < k; });
+  return it != utilization.end() && it->first == key ? &it->second : nullptr;
+}
+
+void node_values(const NodeSample& sample, const Config& config, NodeValues& out) {
+  out.utilization.clear();
+  out.parts.clear();
   for (const auto& [key, value] : sample.signals) {
     const bool endpoint_signal = config.include_endpoints && key.starts_with(orca::kEndpointSignalPrefix);
     if (!config.signal_enabled(key) && !endpoint_signal) continue;
-    (*r.mutable_utilization())[key] = clamp01(value);
-    parts.emplace_back(value < 0 ? 0.0 : value, config.weight(key));
+    out.utilization.emplace_back(key, clamp01(value));
+    out.parts.emplace_back(value < 0 ? 0.0 : value, config.weight(key));
   }
+  out.application_utilization = composite(out.parts, config.composite).value_or(0.0);
+  out.cpu_utilization = 0;
   if (auto cpu = sample.signals.find(kSignalCpu); cpu != sample.signals.end() && config.signal_enabled(kSignalCpu))
-    r.set_cpu_utilization(cpu->second > 0 ? cpu->second : 0.0);
+    out.cpu_utilization = cpu->second > 0 ? cpu->second : 0.0;
+  out.mem_utilization = 0;
   if (auto mem = sample.signals.find(kSignalMemory);
       mem != sample.signals.end() && config.signal_enabled(kSignalMemory))
-    r.set_mem_utilization(clamp01(mem->second));
-  if (auto app = composite(parts, config.composite)) r.set_application_utilization(*app);
+    out.mem_utilization = clamp01(mem->second);
+}
 
-  auto& nm = *r.mutable_named_metrics();
-  for (const auto& [key, value] : sample.raw) nm[key] = value;
+NodeValues node_values_of(const orca::Report& r) {
+  NodeValues v;
+  for (const auto& [key, value] : r.utilization()) v.utilization.emplace_back(key, value);
+  std::sort(v.utilization.begin(), v.utilization.end());
+  v.application_utilization = r.application_utilization();
+  v.cpu_utilization = r.cpu_utilization();
+  v.mem_utilization = r.mem_utilization();
+  return v;
+}
+
+void build_node_report_into(const NodeValues& values, const NodeSample& sample, const ReportMeta& meta,
+                            orca::Report& r) {
+  refill_utilization(*r.mutable_utilization(), values);
+  r.set_cpu_utilization(values.cpu_utilization);
+  r.set_mem_utilization(values.mem_utilization);
+  r.set_application_utilization(values.application_utilization);
+  MapRefill nm(*r.mutable_named_metrics());
+  for (const auto& [key, value] : sample.raw) nm.set(key, value);
   add_meta(nm, meta);
+}
+
+orca::Report build_node_report(const NodeSample& sample, const Config& config, const ReportMeta& meta) {
+  NodeValues values;
+  node_values(sample, config, values);
+  orca::Report r;
+  build_node_report_into(values, sample, meta, r);
   return r;
+}
+
+void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSignals* s, const ReportMeta& meta,
+                                orca::Report& r) {
+  MapRefill nm(*r.mutable_named_metrics());
+  MapRefill u(*r.mutable_utilization());
+  if (s == nullptr) {
+    r.set_application_utilization(0);
+    r.set_rps_fractional(0);
+    r.set_eps(0);
+    nm.set(kEbpfUnavailableKey, 1.0);
+    add_meta(nm, meta);
+    return;
+  }
+  if (s->share_over_target) u.set(kSignalSloTarget, clamp01(*s->share_over_target));
+  if (s->share_over_max) u.set(kSignalSloMax, clamp01(*s->share_over_max));
+  if (s->concurrency) u.set(kSignalConcurrency, clamp01(*s->concurrency));
+  auto app = endpoint_composite(*s);
+  r.set_application_utilization(app ? *app : 0.0);
+  r.set_rps_fractional(s->rps);
+  r.set_eps(s->eps);
+  nm.set(orca::kMetricInflight, s->inflight_now);
+  nm.set(orca::kMetricInflightAvg, s->inflight_avg);
+  nm.set(orca::kMetricPending, s->pending);
+  if (s->concurrency) nm.set(orca::kMetricConcurrency, *s->concurrency);
+  if (s->p50_ms) nm.set(orca::kMetricLatencyP50Ms, *s->p50_ms);
+  if (s->p90_ms) nm.set(orca::kMetricLatencyP90Ms, *s->p90_ms);
+  if (s->p99_ms) nm.set(orca::kMetricLatencyP99Ms, *s->p99_ms);
+  nm.set(orca::kMetricWindowRequests, static_cast<double>(s->window_requests));
+  nm.set(orca::kMetricWindowSeconds, s->window_seconds);
+  nm.set(orca::kMetricSloTargetMs, static_cast<double>(endpoint.target.count()) / 1e6);
+  nm.set(orca::kMetricSloMaxMs, static_cast<double>(endpoint.max.count()) / 1e6);
+  add_meta(nm, meta);
 }
 
 orca::Report build_endpoint_report(const EndpointConfig& endpoint, const EndpointSignals* s, const ReportMeta& meta) {
   orca::Report r;
-  auto& nm = *r.mutable_named_metrics();
-  if (s == nullptr) {
-    nm[std::string(kEbpfUnavailableKey)] = 1.0;
-    add_meta(nm, meta);
-    return r;
-  }
-  auto& u = *r.mutable_utilization();
-  if (s->share_over_target) u[std::string(kSignalSloTarget)] = clamp01(*s->share_over_target);
-  if (s->share_over_max) u[std::string(kSignalSloMax)] = clamp01(*s->share_over_max);
-  if (s->concurrency) u[std::string(kSignalConcurrency)] = clamp01(*s->concurrency);
-  if (auto app = endpoint_composite(*s)) r.set_application_utilization(*app);
-  r.set_rps_fractional(s->rps);
-  r.set_eps(s->eps);
-  nm[std::string(orca::kMetricInflight)] = s->inflight_now;
-  nm[std::string(orca::kMetricInflightAvg)] = s->inflight_avg;
-  nm[std::string(orca::kMetricPending)] = s->pending;
-  if (s->concurrency) nm[std::string(orca::kMetricConcurrency)] = *s->concurrency;
-  if (s->p50_ms) nm[std::string(orca::kMetricLatencyP50Ms)] = *s->p50_ms;
-  if (s->p90_ms) nm[std::string(orca::kMetricLatencyP90Ms)] = *s->p90_ms;
-  if (s->p99_ms) nm[std::string(orca::kMetricLatencyP99Ms)] = *s->p99_ms;
-  nm[std::string(orca::kMetricWindowRequests)] = static_cast<double>(s->window_requests);
-  nm[std::string(orca::kMetricWindowSeconds)] = s->window_seconds;
-  nm[std::string(orca::kMetricSloTargetMs)] = static_cast<double>(endpoint.target.count()) / 1e6;
-  nm[std::string(orca::kMetricSloMaxMs)] = static_cast<double>(endpoint.max.count()) / 1e6;
-  add_meta(nm, meta);
+  build_endpoint_report_into(endpoint, s, meta, r);
   return r;
 }
 

@@ -1,12 +1,18 @@
 // Signals -> the ORCA message. Pure: the caller supplies time and sequence.
+// The *_into forms refill a report kept across ticks: the map entries of the
+// previous tick are overwritten in place and only those not written again
+// are dropped, so a steady tick allocates nothing.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "agent/config.h"
 #include "agent/endpoint_signals.h"
 #include "agent/normalize.h"
-#include "agent/sampler.h"
+#include "agent/signals.h"
 #include "headroom/orca/report.h"
 
 namespace headroom::agent {
@@ -22,12 +28,37 @@ struct ReportMeta {
 // their history so a probe that comes back starts fresh.
 void smooth(Smoother& smoother, NodeSample& sample);
 
+// The numbers node.orca carries, computed once per tick from the sample, so
+// that every publisher gives the same figures without reading a message back.
+// Defaults are what a proto3 report holds for a field it does not set.
+struct NodeValues {
+  // Each published signal clamped to [0, 1], in key order. The keys view the
+  // NodeSample's: valid while that sample is not changed.
+  std::vector<std::pair<std::string_view, double>> utilization;
+  double application_utilization = 0;  // the composite; set when utilization is not empty
+  double cpu_utilization = 0;          // the cpu signal, unclamped; set alongside utilization["cpu"]
+  double mem_utilization = 0;          // set alongside utilization["memory"]
+
+  const double* find(std::string_view key) const;  // in utilization
+
+  std::vector<std::pair<double, double>> parts;  // the composite's (value, weight) pairs, a reused buffer
+};
+
 // cpu_utilization = the cpu signal (demand over capacity, may exceed 1);
 // mem_utilization = the memory signal; utilization[key] = each available signal
 // clamped to [0, 1]; application_utilization = the configured composite of the
-// enabled, available signals (cpu unclamped); named_metrics = metadata + raw.
-// node.include_endpoints adds "endpoint.<name>" signals to the sample, and
-// they join the composite like the node's own.
+// enabled, available signals (cpu unclamped). node.include_endpoints adds
+// "endpoint.<name>" signals to the sample, and they join the composite like
+// the node's own. `out` is refilled (its vector keeps its capacity).
+void node_values(const NodeSample& sample, const Config& config, NodeValues& out);
+
+// The values a node.orca read back from its file carries, field by field
+// (keys view the report's).
+NodeValues node_values_of(const orca::Report& report);
+
+// node.orca: the values, and named_metrics = metadata + the sample's raw figures.
+void build_node_report_into(const NodeValues& values, const NodeSample& sample, const ReportMeta& meta,
+                            orca::Report& out);
 orca::Report build_node_report(const NodeSample& sample, const Config& config, const ReportMeta& meta);
 
 // endpoint.<name>.orca. With signals: utilization[latency.slo_target,
@@ -35,6 +66,8 @@ orca::Report build_node_report(const NodeSample& sample, const Config& config, c
 // rps_fractional, eps, application_utilization = the largest of those, and
 // the raw figures in named_metrics (docs/endpoints.md). Without (no eBPF):
 // only the metadata and headroom.ebpf.unavailable = 1.
+void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSignals* signals,
+                                const ReportMeta& meta, orca::Report& out);
 orca::Report build_endpoint_report(const EndpointConfig& endpoint, const EndpointSignals* signals,
                                    const ReportMeta& meta);
 

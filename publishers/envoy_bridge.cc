@@ -1,7 +1,7 @@
 #include "publishers/envoy_bridge.h"
 
-#include <dirent.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <array>
@@ -15,27 +15,6 @@ namespace headroom::publishers {
 namespace {
 
 constexpr std::string_view kUtilizationPrefix = "utilization.";
-
-// ReportFileWriter's temporaries are ".<name>.<pid>.tmp".
-bool is_own_temporary(std::string_view entry, std::string_view name) {
-  if (entry.size() < name.size() + 7 || entry.front() != '.') return false;
-  entry.remove_prefix(1);
-  if (!entry.starts_with(name)) return false;
-  entry.remove_prefix(name.size());
-  if (!entry.starts_with('.') || !entry.ends_with(".tmp")) return false;
-  const std::string_view pid = entry.substr(1, entry.size() - 5);
-  return !pid.empty() && pid.find_first_not_of("0123456789") == std::string_view::npos;
-}
-
-void remove_own_temporaries(const std::string& dir, const std::string& name) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;  // best effort: a leftover only wastes a few bytes
-  const int fd = ::dirfd(d);
-  while (const struct dirent* e = ::readdir(d)) {
-    if (is_own_temporary(e->d_name, name)) ::unlinkat(fd, e->d_name, 0);
-  }
-  ::closedir(d);
-}
 
 }  // namespace
 
@@ -59,23 +38,26 @@ std::string envoy_value_name(const EnvoyValue& value) {
   return "application_utilization";
 }
 
-std::optional<double> select_envoy_value(const orca::Report& report, const EnvoyValue& value) {
-  const auto& u = report.utilization();
+std::optional<double> select_envoy_value(const agent::NodeValues& v, const EnvoyValue& value) {
   switch (value.kind) {
     case EnvoyValue::Kind::application_utilization:
-      if (u.empty()) return std::nullopt;
-      return report.application_utilization();
+      if (v.utilization.empty()) return std::nullopt;
+      return v.application_utilization;
     case EnvoyValue::Kind::cpu_utilization:
-      if (!u.contains("cpu")) return std::nullopt;
-      return report.cpu_utilization();
+      if (v.find(orca::kSignalCpu) == nullptr) return std::nullopt;
+      return v.cpu_utilization;
     case EnvoyValue::Kind::mem_utilization:
-      if (!u.contains("memory")) return std::nullopt;
-      return report.mem_utilization();
+      if (v.find(orca::kSignalMemory) == nullptr) return std::nullopt;
+      return v.mem_utilization;
     case EnvoyValue::Kind::utilization:
-      if (auto it = u.find(value.key); it != u.end()) return it->second;
+      if (const double* u = v.find(value.key)) return *u;
       return std::nullopt;
   }
   return std::nullopt;
+}
+
+std::optional<double> select_envoy_value(const orca::Report& report, const EnvoyValue& value) {
+  return select_envoy_value(agent::node_values_of(report), value);
 }
 
 double envoy_pressure(std::optional<double> value, double neutral) {
@@ -112,7 +94,7 @@ Result<EnvoyBridge> EnvoyBridge::open(EnvoyBridgeOptions options) {
   if (::access(dir.c_str(), W_OK | X_OK) != 0) return system_error(errno, "cannot write into " + dir);
   auto writer = orca::ReportFileWriter::open(dir, orca::WriterOptions{0644, options.fsync});
   if (!writer) return writer.error();
-  remove_own_temporaries(dir, name);
+  writer->remove_stale_temporaries(name);  // only this file's: the directory may be shared
   return EnvoyBridge(std::move(options), std::move(writer.value()), std::move(name));
 }
 
@@ -127,10 +109,50 @@ Result<void> EnvoyBridge::write_pressure(double pressure) {
   return r;
 }
 
-Result<void> EnvoyBridge::publish(const orca::Report& report) {
-  return write_pressure(envoy_pressure(select_envoy_value(report, options_.value), options_.neutral));
+Result<void> EnvoyBridge::publish(const agent::NodeValues& values) {
+  return write_pressure(envoy_pressure(select_envoy_value(values, options_.value), options_.neutral));
 }
 
 Result<void> EnvoyBridge::publish_neutral() { return write_pressure(options_.neutral); }
+
+std::variant<Publishers, BuildError> EnvoyPublisher::build(const agent::Config& config) {
+  Publishers out;
+  for (std::size_t i = 0; i < config.envoy.size(); ++i) {
+    const auto& e = config.envoy[i];
+    const std::string key = "envoy[" + std::to_string(i) + "]";
+    auto value = parse_envoy_value(e.value);  // the configuration validated it
+    if (!value) return BuildError{true, key + ".value: unknown value \"" + e.value + "\""};
+    auto bridge = EnvoyBridge::open({e.file, *value, e.neutral, config.fsync});
+    if (!bridge) return BuildError{false, key + ".file: " + bridge.error().message};
+    out.push_back(std::unique_ptr<Publisher>(new EnvoyPublisher(std::move(bridge.value()))));
+  }
+  return out;
+}
+
+Result<void> EnvoyPublisher::logged(Result<void> r) {
+  if (!r)
+    failing_.fail(spdlog::level::err, "cannot publish Envoy pressure to {}: {}; Envoy keeps the previous value",
+                  bridge_.file(), r.error().message);
+  else
+    failing_.ok("publishing Envoy pressure to {} again", bridge_.file());
+  return r;
+}
+
+Result<void> EnvoyPublisher::publish(const Tick& tick) { return logged(bridge_.publish(tick.values)); }
+
+// Envoy would otherwise keep the last pressure for ever.
+void EnvoyPublisher::stop(const Tick&) { (void)logged(bridge_.publish_neutral()); }
+
+void EnvoyPublisher::retire() {
+  spdlog::info("Envoy bridge {} removed from the configuration; writing its neutral value", bridge_.file());
+  (void)logged(bridge_.publish_neutral());
+}
+
+void EnvoyPublisher::announce() const {
+  const auto& o = bridge_.options();
+  std::string neutral = format_envoy_pressure(o.neutral);
+  neutral.pop_back();  // the newline
+  spdlog::info("Envoy bridge: node {} -> {} (neutral {})", envoy_value_name(o.value), o.file, neutral);
+}
 
 }  // namespace headroom::publishers

@@ -15,14 +15,16 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 
-#include "headroom/orca/report.h"
+#include "agent/report_builder.h"
 #include "headroom/orca/report_writer.h"
 #include "headroom/orca/result.h"
+#include "publishers/publisher.h"
 
 namespace headroom::publishers {
 
-// Which number of a report the bridge publishes.
+// Which number of node.orca the bridge publishes.
 struct EnvoyValue {
   enum class Kind { application_utilization, cpu_utilization, mem_utilization, utilization };
   Kind kind = Kind::application_utilization;
@@ -37,11 +39,14 @@ struct EnvoyValue {
 std::optional<EnvoyValue> parse_envoy_value(std::string_view text);
 std::string envoy_value_name(const EnvoyValue& value);
 
-// The chosen number, or nullopt when the report does not carry it. proto3
-// scalars have no presence, so presence follows how headroom builds reports:
-// cpu_utilization exists only alongside utilization["cpu"], mem_utilization
-// alongside utilization["memory"], application_utilization only when at least
-// one signal is in utilization (agent/report_builder.cc).
+// The chosen number, or nullopt when node.orca does not carry it. The values
+// are node.orca's own (agent::node_values), and presence follows its proto3
+// fields, which have none: cpu_utilization exists only alongside
+// utilization["cpu"], mem_utilization alongside utilization["memory"],
+// application_utilization only when at least one signal is in utilization.
+std::optional<double> select_envoy_value(const agent::NodeValues& values, const EnvoyValue& value);
+// The same from a node.orca read back from its file (what a check of the
+// published files compares with).
 std::optional<double> select_envoy_value(const orca::Report& report, const EnvoyValue& value);
 
 // What Envoy is given: the value clamped to [0, 1] (+inf -> 1, -inf -> 0);
@@ -67,9 +72,9 @@ class EnvoyBridge {
   // (only this file's: the directory may be shared with other programs).
   static Result<EnvoyBridge> open(EnvoyBridgeOptions options);
 
-  // Writes the pressure chosen from `report`. On failure the previous file
-  // stays as it was. Recreates the directory if it was removed.
-  Result<void> publish(const orca::Report& report);
+  // Writes the pressure chosen from node.orca's values. On failure the
+  // previous file stays as it was. Recreates the directory if it was removed.
+  Result<void> publish(const agent::NodeValues& values);
   // Writes the neutral value (clean stop, or this bridge was removed).
   Result<void> publish_neutral();
   // Writes `pressure` (clamped to [0, 1]; NaN -> neutral).
@@ -85,6 +90,30 @@ class EnvoyBridge {
   EnvoyBridgeOptions options_;
   orca::ReportFileWriter writer_;  // on the file's directory
   std::string name_;               // the file's base name
+};
+
+// One [[envoy]] entry as a publisher: the node's value every tick, the
+// neutral value on stop and when a reload no longer configures its file.
+// Failures are logged once per change; they never hold up node.orca.
+class EnvoyPublisher final : public Publisher {
+ public:
+  // One publisher per [[envoy]] entry, in file order.
+  static std::variant<Publishers, BuildError> build(const agent::Config& config);
+
+  Result<void> publish(const Tick& tick) override;
+  void stop(const Tick& final) override;
+  void retire() override;
+  void announce() const override;
+
+  std::string_view name() const override { return "envoy"; }
+  const std::string& target() const override { return bridge_.file(); }
+
+ private:
+  explicit EnvoyPublisher(EnvoyBridge bridge) : bridge_(std::move(bridge)) {}
+  Result<void> logged(Result<void> r);
+
+  EnvoyBridge bridge_;
+  agent::FailureLatch failing_;
 };
 
 }  // namespace headroom::publishers

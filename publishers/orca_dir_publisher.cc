@@ -4,7 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <cerrno>
+
+#include "agent/report_builder.h"
 
 namespace headroom::publishers {
 
@@ -52,6 +57,68 @@ Result<void> OrcaDirPublisher::remove(std::string_view scope) {
   const std::string path = writer_.dir() + "/" + std::string(scope) + std::string(orca::kReportSuffix);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return system_error(errno, "cannot remove " + path);
   return {};
+}
+
+namespace {
+std::string endpoint_scope(const std::string& name) { return "endpoint." + name; }
+}  // namespace
+
+OrcaReportsPublisher::OrcaReportsPublisher(OrcaDirPublisher files, const agent::Config& config)
+    : files_(std::move(files)) {
+  for (const auto& e : config.endpoints) {
+    endpoint_names_.push_back(e.name);
+    endpoint_scopes_.push_back(endpoint_scope(e.name));
+  }
+  endpoint_reports_.resize(config.endpoints.size());
+}
+
+std::variant<Publishers, BuildError> OrcaReportsPublisher::build(const agent::Config& config) {
+  auto files = OrcaDirPublisher::open(config.orca_dir, orca::WriterOptions{0644, config.fsync});
+  if (!files) return BuildError{false, "agent.orca_dir: " + files.error().message};
+  Publishers out;
+  out.push_back(std::unique_ptr<Publisher>(new OrcaReportsPublisher(std::move(files.value()), config)));
+  return out;
+}
+
+Result<void> OrcaReportsPublisher::publish(const Tick& tick) {
+  agent::build_node_report_into(tick.values, tick.node, tick.meta, node_report_);
+  if (auto r = files_.publish(orca::kNodeScope, node_report_); !r) {
+    node_failing_.fail(spdlog::level::err, "cannot publish {}/node.orca: {}; the previous report stays in place",
+                       files_.dir(), r.error().message);
+    return r;
+  }
+  node_failing_.ok("publishing {}/node.orca again", files_.dir());
+
+  // Each endpoint's failure never holds up the others.
+  std::string first_error;
+  bool failing = false;
+  const std::size_t n = std::min(tick.endpoints.size(), endpoint_reports_.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& e = tick.endpoints[i];
+    agent::build_endpoint_report_into(*e.config, e.signals, tick.meta, endpoint_reports_[i]);
+    if (auto r = files_.publish(endpoint_scopes_[i], endpoint_reports_[i]); !r) {
+      if (!failing) first_error = r.error().message;
+      failing = true;
+    }
+  }
+  if (failing)
+    endpoints_failing_.fail(spdlog::level::err,
+                            "cannot publish endpoint reports into {}: {}; the previous reports stay in place",
+                            files_.dir(), first_error);
+  else
+    endpoints_failing_.ok("publishing endpoint reports again");
+  return {};
+}
+
+void OrcaReportsPublisher::take_over(const agent::Config& previous) {
+  for (const auto& old : previous.endpoints) {
+    if (std::find(endpoint_names_.begin(), endpoint_names_.end(), old.name) != endpoint_names_.end()) continue;
+    if (auto r = files_.remove(endpoint_scope(old.name)); !r)
+      spdlog::warn("endpoint {} removed from the configuration, but its report stays: {}", old.name,
+                   r.error().message);
+    else
+      spdlog::info("endpoint {} removed from the configuration; removed its report", old.name);
+  }
 }
 
 }  // namespace headroom::publishers

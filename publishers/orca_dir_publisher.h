@@ -1,12 +1,18 @@
-// Publishes one report file per scope into the ORCA directory (default /run/orca).
+// Publishes one report file per scope into the ORCA directory (default
+// /run/orca): OrcaDirPublisher writes the files, OrcaReportsPublisher makes
+// node.orca and endpoint.<name>.orca of each tick.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <variant>
+#include <vector>
 
+#include "agent/state_log.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_writer.h"
 #include "headroom/orca/result.h"
+#include "publishers/publisher.h"
 
 namespace headroom::publishers {
 
@@ -33,6 +39,36 @@ class OrcaDirPublisher {
   orca::ReportFileWriter writer_;
   orca::WriterOptions options_;
   std::string name_;  // reused file-name buffer
+};
+
+// node.orca and one endpoint.<name>.orca per [[endpoint]], built from the
+// tick by agent/report_builder. A failure is logged once per change, for
+// node.orca and for the endpoint reports as a whole; endpoint reports are
+// written only after node.orca was. The reports are kept and refilled every
+// tick.
+class OrcaReportsPublisher final : public Publisher {
+ public:
+  static std::variant<Publishers, BuildError> build(const agent::Config& config);
+
+  Result<void> publish(const Tick& tick) override;
+  void stop(const Tick& final) override { (void)publish(final); }
+  // Removes the reports of endpoints the previous configuration had and this
+  // one has not: they would only go stale.
+  void take_over(const agent::Config& previous) override;
+
+  std::string_view name() const override { return "orca_dir"; }
+  const std::string& target() const override { return files_.dir(); }
+  bool essential() const override { return true; }
+
+ private:
+  OrcaReportsPublisher(OrcaDirPublisher files, const agent::Config& config);
+
+  OrcaDirPublisher files_;
+  std::vector<std::string> endpoint_names_;
+  std::vector<std::string> endpoint_scopes_;  // "endpoint.<name>"
+  orca::Report node_report_;
+  std::vector<orca::Report> endpoint_reports_;
+  agent::FailureLatch node_failing_, endpoints_failing_;
 };
 
 // mkdir -p with the given mode for each created component.

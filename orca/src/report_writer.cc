@@ -22,10 +22,6 @@ bool valid_name(std::string_view name) {
 // it fails with ENOENT), so only a directory renamed away waits for this.
 constexpr unsigned kDirectoryCheckEvery = 16;
 
-bool is_temporary_name(std::string_view n) {
-  return n.size() > 5 && n.front() == '.' && n.ends_with(".tmp");
-}
-
 // Returns 0 or the errno of the failed write.
 int write_all(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
@@ -40,6 +36,17 @@ int write_all(int fd, std::string_view bytes) {
 }
 
 }  // namespace
+
+bool is_temporary_name(std::string_view entry, std::string_view name) {
+  if (entry.size() <= 5 || entry.front() != '.' || !entry.ends_with(".tmp")) return false;
+  if (name.empty()) return true;
+  entry.remove_prefix(1);
+  if (!entry.starts_with(name)) return false;
+  entry.remove_prefix(name.size());
+  if (!entry.starts_with('.') || entry.size() < 5 + 1) return false;
+  const std::string_view pid = entry.substr(1, entry.size() - 5);
+  return !pid.empty() && pid.find_first_not_of("0123456789") == std::string_view::npos;
+}
 
 ReportFileWriter::ReportFileWriter(std::string dir, int dirfd, WriterOptions options)
     : dir_(std::move(dir)), dirfd_(dirfd), options_(options), tmp_suffix_("." + std::to_string(::getpid()) + ".tmp") {
@@ -174,7 +181,7 @@ Result<void> ReportFileWriter::write_bytes(std::string_view name, std::string_vi
   return {};
 }
 
-int ReportFileWriter::remove_stale_temporaries() {
+int ReportFileWriter::remove_stale_temporaries(std::string_view name) {
   int fd = ::openat(dirfd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return 0;
   DIR* d = ::fdopendir(fd);
@@ -185,7 +192,7 @@ int ReportFileWriter::remove_stale_temporaries() {
   int removed = 0;
   while (struct dirent* e = ::readdir(d)) {
     std::string_view n = e->d_name;
-    if (is_temporary_name(n) && ::unlinkat(dirfd_, e->d_name, 0) == 0) ++removed;
+    if (is_temporary_name(n, name) && ::unlinkat(dirfd_, e->d_name, 0) == 0) ++removed;
   }
   ::closedir(d);
   return removed;

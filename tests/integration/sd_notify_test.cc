@@ -1,7 +1,7 @@
 // headroomd's sd_notify protocol, as systemd sees it, against a socket the
 // test owns (NOTIFY_SOCKET): READY=1 only once node.orca exists, WATCHDOG=1 on
-// every tick, RELOADING=1 then READY=1 on SIGHUP (also when the reload is
-// rejected), STOPPING=1 on SIGTERM.
+// every tick and often enough whatever the interval, RELOADING=1 then READY=1
+// on SIGHUP (also when the reload is rejected), STOPPING=1 on SIGTERM.
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -149,6 +149,34 @@ TEST(SdNotify, ReadyOnlyAfterTheFirstReportThenWatchdogEveryTickAndStoppingOnSig
   const double quarter_watchdog_ms = std::chrono::duration<double, std::milli>(kWatchdog).count() / 4;
   EXPECT_LT(gaps_ms.back(), quarter_watchdog_ms)
       << "a watchdog gap of " << gaps_ms.back() << " ms";
+
+  d.signal(SIGTERM);
+  ASSERT_TRUE(sock.wait_for("STOPPING=1")) << d.err();
+  EXPECT_EQ(d.wait(10s), 0) << d.err();
+}
+
+TEST(SdNotify, AnIntervalLongerThanTheWatchdogStillPingsWithinHalfOfIt) {
+  // interval 5 s, WATCHDOG_USEC 1 s: pinging only after ticks would let
+  // systemd kill a healthy daemon.
+  TempDir dir;
+  NotifySocket sock(dir);
+  ::setenv("WATCHDOG_USEC", "1000000", 1);
+  const auto config = dir.write("headroom.toml", "[agent]\ninterval = \"5s\"\n");
+  Process d(daemon_args(dir, config), dir);
+
+  std::vector<Clock::time_point> pings;
+  const auto started = Clock::now();
+  while (pings.size() < 8) {
+    auto m = sock.wait_for("WATCHDOG=1", 2s);
+    ASSERT_TRUE(m) << "no WATCHDOG=1 after " << pings.size() << " pings; " << d.err();
+    pings.push_back(m->at);
+  }
+  EXPECT_LT(pings.front() - started, 1s) << "the first ping waits for no tick";
+  for (size_t i = 1; i < pings.size(); ++i) {
+    const double gap_ms = std::chrono::duration<double, std::milli>(pings[i] - pings[i - 1]).count();
+    EXPECT_LT(gap_ms, 500.0) << "ping " << i;
+  }
+  EXPECT_TRUE(d.running());
 
   d.signal(SIGTERM);
   ASSERT_TRUE(sock.wait_for("STOPPING=1")) << d.err();

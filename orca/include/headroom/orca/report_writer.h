@@ -17,6 +17,10 @@ struct WriterOptions {
   bool fsync = false;  // fsync file and directory; buys nothing on tmpfs (/run)
 };
 
+// Whether `entry` is a temporary this class leaves behind when killed
+// mid-write: any ".*.tmp", or with `name` only ".<name>.<pid>.tmp".
+bool is_temporary_name(std::string_view entry, std::string_view name = {});
+
 // Writes files so that a reader sees either the previous or the new content,
 // never a mix: the bytes go to a temporary file in the same directory
 // (".<name>.<pid>.tmp", created with O_EXCL|O_NOFOLLOW so a planted symlink is
@@ -39,9 +43,10 @@ class ReportFileWriter {
   // Publishes raw bytes under `name`.
   Result<void> write_bytes(std::string_view name, std::string_view bytes);
 
-  // Removes temporary files left by a writer that crashed mid-write.
-  // Returns how many were removed.
-  int remove_stale_temporaries();
+  // Removes temporary files left by a writer that crashed mid-write: every
+  // one in the directory, or with `name` only that file's (a directory shared
+  // with other programs). Returns how many were removed.
+  int remove_stale_temporaries(std::string_view name = {});
 
   const std::string& dir() const { return dir_; }
 

@@ -1,0 +1,138 @@
+#include "agent/pipeline.h"
+
+#include <spdlog/spdlog.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iterator>
+#include <utility>
+
+#include "agent/report_builder.h"
+#include "headroom/orca/report_reader.h"  // unix_now_ms
+#include "publishers/registry.h"
+
+namespace headroom::agent {
+namespace {
+
+int64_t to_ms(std::chrono::nanoseconds d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
+
+}  // namespace
+
+int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::variant<Pipeline, BuildError> build_pipeline(Config config) {
+  Pipeline p;
+  auto sampler = NodeSampler::create(config);
+  if (!sampler) return BuildError{kExitConfig, "node.cgroup: " + sampler.error().message};
+  p.sampler = std::move(sampler.value());
+  p.endpoints = std::make_unique<EndpointSampler>(config);
+  p.smoother = Smoother(ewma_alpha(config.interval.count(), config.smoothing.count()));
+  auto built = publishers::build_publishers(config);
+  if (auto* e = std::get_if<publishers::BuildError>(&built))
+    return BuildError{e->configuration ? kExitConfig : kExitCantCreat, std::move(e->message)};
+  p.publishers = std::get<publishers::Publishers>(std::move(built));
+  p.config = std::move(config);
+  return p;
+}
+
+void announce(const Pipeline& p) {
+  for (const auto& pub : p.publishers) pub->announce();
+}
+
+void Agent::drop_endpoint_signals() {
+  auto& signals = tick_.node.signals;
+  for (auto it = signals.begin(); it != signals.end();)
+    it = it->first.starts_with(orca::kEndpointSignalPrefix) ? signals.erase(it) : std::next(it);
+  endpoint_keys_.clear();
+}
+
+void Agent::add_endpoint_signals() {
+  auto& signals = tick_.node.signals;
+  const auto& endpoints = p_.endpoints->endpoints();
+  if (endpoint_keys_.size() != endpoints.size()) {
+    endpoint_keys_.clear();
+    for (const auto& e : endpoints) endpoint_keys_.push_back(std::string(orca::kEndpointSignalPrefix) + e.config.name);
+  }
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    std::optional<double> v;
+    if (p_.endpoints->running() && endpoints[i].signals) v = endpoint_composite(*endpoints[i].signals);
+    auto it = signals.find(endpoint_keys_[i]);
+    if (!v) {
+      if (it != signals.end()) signals.erase(it);
+    } else if (it != signals.end()) {
+      it->second = *v;
+    } else {
+      signals.emplace(endpoint_keys_[i], *v);
+    }
+  }
+}
+
+bool Agent::tick() {
+  const int64_t now = monotonic_ns();
+  p_.sampler->sample(now, tick_.node);
+  smooth(p_.smoother, tick_.node);
+  p_.endpoints->sample(now);
+  if (std::exchange(drop_endpoint_signals_, false)) drop_endpoint_signals();
+  if (p_.config.include_endpoints) add_endpoint_signals();
+  if (!have_baseline_) {
+    have_baseline_ = true;
+    return false;
+  }
+  prepare(/*stopped=*/false);
+  bool ok = true;
+  for (auto& pub : p_.publishers)
+    if (!pub->publish(tick_) && pub->essential()) ok = false;
+  if (ok) ++published_;
+  return ok;
+}
+
+void Agent::prepare(bool stopped) {
+  tick_.meta = ReportMeta{orca::unix_now_ms(), ++seq_, to_ms(p_.config.interval), stopped};
+  node_values(tick_.node, p_.config, tick_.values);
+  tick_.endpoints.clear();
+  for (const auto& e : p_.endpoints->endpoints()) {
+    const bool available = p_.endpoints->running() && e.signals;
+    tick_.endpoints.push_back({&e.config, available ? &*e.signals : nullptr});
+  }
+}
+
+void Agent::stop() {
+  // No new sample: the final report repeats the last one, marked stopped.
+  prepare(/*stopped=*/true);
+  for (auto& pub : p_.publishers) pub->stop(tick_);
+}
+
+void Agent::replace(Pipeline next) {
+  for (auto& old : p_.publishers) {
+    const bool kept = std::any_of(next.publishers.begin(), next.publishers.end(), [&](const auto& n) {
+      return n->name() == old->name() && n->target() == old->target();
+    });
+    if (!kept) old->retire();
+  }
+  for (auto& pub : next.publishers) pub->take_over(p_.config);
+  // The baselines. Until the next tick the last sample stands (a stop right
+  // now reports it); that tick drops the old endpoints' signals.
+  next.sampler->sample(monotonic_ns());
+  next.endpoints->sample(monotonic_ns());
+  drop_endpoint_signals_ = true;
+  const bool same_smoothing =
+      next.config.interval == p_.config.interval && next.config.smoothing == p_.config.smoothing;
+  if (same_smoothing) next.smoother = std::move(p_.smoother);
+  p_ = std::move(next);
+}
+
+std::string status_line(const Agent& a) {
+  const auto& c = a.config();
+  std::string s = "STATUS=publishing node.orca";
+  if (!c.endpoints.empty())
+    s += " and " + std::to_string(c.endpoints.size()) + " endpoint report(s) (" + a.endpoints().status() + ")";
+  return s + " to " + c.orca_dir + " every " + format_duration(c.interval) +
+         (c.cgroup.empty() ? std::string(" (host)") : " (cgroup " + c.cgroup + ")");
+}
+
+}  // namespace headroom::agent

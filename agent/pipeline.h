@@ -1,0 +1,84 @@
+// One tick, start to end: node probes -> signals (smoothed) and endpoint
+// probe -> finished endpoint signals, computed once into a Tick; then every
+// publisher (publishers/registry.h) reads that Tick. The daemon's loop
+// (daemon.cc) only says when.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+
+#include "agent/config.h"
+#include "agent/endpoint_sampler.h"
+#include "agent/normalize.h"
+#include "agent/sampler.h"
+#include "publishers/publisher.h"
+
+namespace headroom::agent {
+
+// Everything that a configuration determines. A reload builds a new one next to
+// the running one and swaps only when all of it could be built.
+struct Pipeline {
+  Config config;
+  std::unique_ptr<NodeSampler> sampler;
+  std::unique_ptr<EndpointSampler> endpoints;  // [[endpoint]]s, eBPF
+  publishers::Publishers publishers;           // in the registry's order
+  Smoother smoother{1.0};
+};
+
+struct BuildError {
+  int exit_code = kExitConfig;  // kExitConfig or kExitCantCreat
+  std::string message;
+};
+std::variant<Pipeline, BuildError> build_pipeline(Config config);
+
+// Logs where the pipeline publishes, once it is in force.
+void announce(const Pipeline& p);
+
+class Agent {
+ public:
+  explicit Agent(Pipeline p) : p_(std::move(p)) {}
+
+  // One sampling step; publishes when the sample is complete enough (not on
+  // the first call, which is the rates' baseline). True when the essential
+  // publishers (node.orca) succeeded.
+  bool tick();
+
+  // Clean stop: the final tick, marked stopped, through every publisher's
+  // stop() (node.orca marked stopped, the bridges' neutral values).
+  void stop();
+
+  // Takes the new pipeline's parts. The samplers start from a fresh baseline
+  // taken now, so the next tick publishes a complete report. Publishers whose
+  // target the new pipeline does not have retire (a bridge writes its neutral
+  // value once); the new ones take over from the old configuration (endpoint
+  // reports whose endpoint is gone are removed).
+  void replace(Pipeline next);
+
+  const Config& config() const { return p_.config; }
+  const EndpointSampler& endpoints() const { return *p_.endpoints; }
+  uint64_t published() const { return published_; }
+
+ private:
+  // Fills tick_'s metadata, node values and endpoint list from the samples.
+  void prepare(bool stopped);
+  // node.include_endpoints: each endpoint's composite as "endpoint.<name>".
+  void add_endpoint_signals();
+  void drop_endpoint_signals();
+
+  Pipeline p_;
+  publishers::Tick tick_;  // kept across ticks: its maps and vectors are refilled, not rebuilt
+  std::vector<std::string> endpoint_keys_;  // "endpoint.<name>", per endpoint
+  bool drop_endpoint_signals_ = false;  // after a reload: the old endpoints' are in tick_.node
+  bool have_baseline_ = false;
+  uint64_t seq_ = 0;
+  uint64_t published_ = 0;
+};
+
+// systemd's STATUS= line.
+std::string status_line(const Agent& agent);
+
+int64_t monotonic_ns();
+
+}  // namespace headroom::agent
