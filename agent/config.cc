@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroom.toml -> Config. Everything here is a pure function of the text
 // (load_config only adds reading the file), so SIGHUP can compile a new Config
 // beside the running one and swap only on success.

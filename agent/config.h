@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroom.toml -> plain structs. parse_config() validates everything, so a
 // Config that exists is a Config the agent can run with; --check-config runs
 // only this step. The keys, their types, ranges and defaults are one table
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "agent/normalize.h"  // CompositeMethod
+#include "agent/signals.h"    // kNodeSignalKeys
 #include "headroom/orca/names.h"
 #include "headroom/orca/result.h"
 #include "probes/cgroup.h"
@@ -31,8 +33,8 @@ using orca::kSignalCpuPressure;
 using orca::kSignalIoPressure;
 using orca::kSignalMemory;
 using orca::kSignalMemoryPressure;
-inline constexpr std::string_view kNodeSignals[] = {kSignalCpu, kSignalMemory, kSignalCpuPressure,
-                                                    kSignalMemoryPressure, kSignalIoPressure};
+// The node signals in table order (agent/signals.h, one row per signal).
+inline constexpr auto& kNodeSignals = kNodeSignalKeys;
 
 enum class LogLevel { trace, debug, info, warn, error, critical, off };
 
@@ -106,9 +108,7 @@ struct Config {
   // [node]
   std::string cgroup;  // empty: the host; otherwise relative to the cgroup root
   probes::CgroupVersion cgroup_version = probes::CgroupVersion::automatic;
-  std::vector<std::string> signals = {std::string(kSignalCpu), std::string(kSignalMemory),
-                                      std::string(kSignalCpuPressure), std::string(kSignalMemoryPressure),
-                                      std::string(kSignalIoPressure)};
+  std::vector<std::string> signals{kNodeSignals.begin(), kNodeSignals.end()};  // every signal
   CompositeMethod composite = CompositeMethod::max;
   std::map<std::string, double> weights;  // signal -> weight in [0, 1]; missing = 1 (1 is not stored)
 

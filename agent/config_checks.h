@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The checks on values, apart from how they were written: one endpoint's
 // fields (shared by [[endpoint]] and --endpoint), the endpoint list as a
 // whole, the [[envoy]] values, and the keys that bound each other

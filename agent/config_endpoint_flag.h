@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroomd --endpoint 'name=api,port=8080,target=10ms,max=500ms': the keys of
 // an [[endpoint]] as comma-separated key=value, checked like the table.
 // parse_endpoint_flag (agent/config.h) gives the message as one string.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The key table and each key's setter. A setter sees a value of the row's
 // type (checked before it runs) and checks only its range; the messages say
 // what is wrong and what to write instead.

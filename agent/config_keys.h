@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every key of headroom.toml, one row each: where it lives, its type, what it
 // allows, its default, one line of documentation, and how it is stored into
 // the Config. The reader (agent/config.cc) walks the file against this table:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The wording of configuration messages: values quoted as TOML writes them,
 // dotted key paths, lists, and "did you mean" for a word that is almost a
 // valid one. Pure text; nothing here knows a key or a TOML tree.

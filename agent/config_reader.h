@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading one headroom.toml: the errors found so far with their places in the
 // file, where each key was written, and the value a key's setter is given.
 // Internal to the configuration code (it carries toml++ types).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroomctl subcommands that live in their own files. Each adds itself to the
 // application and returns the function main() runs when it was chosen.
 #pragma once

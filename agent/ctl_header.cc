@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroomctl header: prints a report file as the HTTP response headers Envoy
 // reads, so an operator can paste them into a backend or check what a sidecar
 // would send.

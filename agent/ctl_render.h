@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroomctl's rendering: reports -> text lines and table rows. Pure: the
 // caller passes the current time and the file contents, so every output here is
 // reproducible in tests. I/O (files, inotify, the terminal) lives in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `headroomctl shed`: what the reference shedder (headroom/orca/shedder.h)
 // would drop right now, read from one report file.
 #include <algorithm>

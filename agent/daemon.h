@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroomd's main loop: sample every interval, publish, answer signals.
 //   SIGTERM, SIGINT: publish a final report marked stopped, exit 0.
 //   SIGHUP: reload the configuration; an invalid one is rejected and the running

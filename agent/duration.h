@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Durations as the configuration writes them: a number and a unit, no spaces
 // ("100ms", "1.5s"). parse_duration and format_duration are declared in
 // agent/config.h; this adds the parse that says why a text is refused.

@@ -1,6 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "agent/endpoint_sampler.h"
 
 #include <spdlog/spdlog.h>
+
+#include <cstdlib>
 
 namespace headroom::agent {
 
@@ -23,6 +26,16 @@ EndpointSampler::EndpointSampler(const Config& config) {
   probes::EndpointProbeOptions options;
   options.proc_root = config.proc_root;
   options.sys_root = config.sys_root;
+  // HEADROOM_EBPF_PROGRAMS=sockets|syscalls|raw restricts the program set:
+  // for tests, benchmarks and diagnosing a kernel.
+  if (const char* set = std::getenv("HEADROOM_EBPF_PROGRAMS")) {
+    auto programs = probes::parse_program_set(set);
+    if (!programs) {
+      fail("HEADROOM_EBPF_PROGRAMS: " + programs.error().message);
+      return;
+    }
+    options.programs = *programs;
+  }
   auto probe = probes::EndpointProbe::open(specs, options);
   if (!probe) {
     fail(probe.error().message);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The endpoints' sampler: owns the eBPF probe when the configuration declares
 // endpoints, and turns each snapshot into finished signals, once per tick:
 // snapshot (probes/) -> interval -> window -> EndpointSignals

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Endpoint counters -> endpoint signals. Pure: the kernel's cumulative
 // counters at two instants make one interval; a sliding window of intervals
 // (agent.smoothing long) gives rates, percentiles and SLO miss shares.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroomctl: the operator's view of the report files headroomd publishes.
 // Rendering is in ctl_render.{h,cc}; this file does the I/O.
 #include <poll.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroomd: samples this machine and publishes ORCA load reports.
 #include <CLI/CLI.hpp>
 #include <cstdio>

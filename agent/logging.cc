@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "agent/logging.h"
 
 #include <spdlog/pattern_formatter.h>

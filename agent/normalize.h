@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Normalization: raw readings -> utilization fractions. Pure functions over plain
 // structs, no I/O, no clocks: elapsed time is passed in. Every function here is
 // monotonic in offered load; see docs/orca-files.md for what each signal means.

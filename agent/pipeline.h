@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One tick, start to end: node probes -> signals (smoothed) and endpoint
 // probe -> finished endpoint signals, computed once into a Tick; then every
 // publisher (publishers/registry.h) reads that Tick. The daemon's loop

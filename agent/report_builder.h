@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Signals -> the ORCA message. Pure: the caller supplies time and sequence.
 // The *_into forms refill a report kept across ticks: the map entries of the
 // previous tick are overwritten in place and only those not written again

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The node scope's sampler: opens the probes of the signals the configuration
 // enables (agent/signals.h, one row each), keeps the previous readings, and
 // turns each new reading into signals through the pure functions of

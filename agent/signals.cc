@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "agent/signals.h"
 
 #include <algorithm>
@@ -6,14 +7,6 @@
 #include "agent/normalize.h"
 
 namespace headroom::agent {
-
-// Until config.h takes its list from the table, the two must not drift.
-static_assert(std::size(kNodeSignals) == kNodeSignalKeys.size());
-static_assert([] {
-  for (std::size_t i = 0; i < kNodeSignalKeys.size(); ++i)
-    if (kNodeSignals[i] != kNodeSignalKeys[i]) return false;
-  return true;
-}());
 
 void Availability::mark(FailureLatch& latch, std::string_view key, const Error* error, bool quiet) {
   if (error != nullptr) {

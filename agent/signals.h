@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every node signal in one table: its key (node.orca's utilization key,
 // headroom/orca/names.h), what it means, and how it is sampled and normalized
 // (the function that opens its probe, whose sample() turns readings into the

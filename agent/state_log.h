@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // "Log once when it starts failing, once when it recovers": a failure that
 // repeats every tick (a full disk, a file Envoy's directory lost, a probe the
 // kernel does not offer) must not fill the journal, and its end must be seen.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_daemon_cpu: what the real headroomd costs the machine it measures. Runs
 // the built binary at the default 100 ms interval against the real /proc, with
 // its report directory on tmpfs, for --seconds (60), then stops it with SIGTERM.

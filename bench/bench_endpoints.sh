@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The eBPF endpoint probes' costs, from an existing build directory (it builds
 # nothing), as three measurements with the machine's context and a results
 # table at the end (docs/benchmarks.md, "Endpoint probes (eBPF)"):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_open_conns: opens N TCP connections to HOST:PORT and holds them open,
 // idle, until SIGTERM/SIGINT (or --seconds). With --request (HTTP/1.1), each
 // connection first sends one "GET PATH" and reads the complete response, so

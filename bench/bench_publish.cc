@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_publish: the cost of one publish of node.orca, as headroomd does it every
 // tick (build the report from a sample, serialize, temp file + rename), next to a
 // baseline of writing the same bytes in place (open O_TRUNC + write + close).

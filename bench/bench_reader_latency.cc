@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_reader_latency: how long after the agent starts writing a report a
 // reader holds it, parsed. A writer thread publishes node.orca every --period-us
 // (1 ms); a reader thread blocks in read() on an inotify descriptor watching the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench_syscall_overhead: what system calls cost in this process, which is not
 // a server: run it once without headroomd and once with headroomd's eBPF
 // endpoint probe attached (an endpoint on some other port), and the difference

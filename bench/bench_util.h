@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared helpers for the standalone benchmarks: clock, percentiles, flags, the
 // realistic node sample, table output. Header-only so each benchmark is one file.
 #pragma once

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the benchmarks from an existing build directory (it builds nothing)
 # and prints their tables with the machine's context: the three daemon
 # benchmarks, then the eBPF endpoint probes' (bench/bench_endpoints.sh).

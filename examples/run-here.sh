@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Sets everything up and runs headroom on this machine: installs the build
 # dependencies, builds, starts headroomd publishing into /run/orca with the
 # example configuration, and shows what it publishes with `headroomctl watch`.

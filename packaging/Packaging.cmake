@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The .deb and .rpm of headroom, built by CPack from one build tree:
 #   cmake -S . -B build -DCMAKE_INSTALL_PREFIX=/usr && cmake --build build
 #   (cd build && cpack -G "DEB;RPM")      # or: cmake --build build -t packages

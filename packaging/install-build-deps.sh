@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs what building and testing headroom needs, from Debian's packages only.
 # Idempotent; needs root (apt-get).
 set -eu

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A service's cgroup, v1 or v2, quota aware.
 //
 // v2 (unified): <sys_root>/fs/cgroup/<path>/{cpu.stat, cpu.max,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "probes/endpoint_probe.h"
 
 #include <bpf/bpf.h>
@@ -10,7 +11,6 @@
 #include <array>
 #include <cerrno>
 #include <cstdarg>
-#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -201,14 +201,7 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   // bytes, which only the syscall set can read); else the syscall
   // tracepoints, as BTF then as raw tracepoints. options.programs restricts
   // the choice (tests, benchmarks, diagnosing a kernel).
-  ProgramSet programs = options.programs;
-  if (programs == ProgramSet::automatic) {
-    if (const char* env = std::getenv("HEADROOM_EBPF_PROGRAMS")) {
-      auto parsed = parse_program_set(env);
-      if (!parsed) return Error{EINVAL, "HEADROOM_EBPF_PROGRAMS: " + parsed.error().message};
-      programs = *parsed;
-    }
-  }
+  const ProgramSet programs = options.programs;
   const bool sockets_fit =
       p->arrival_ && kernel_has_tracepoint("sock_recv_length") && kernel_has_tracepoint("tcp_sendmsg_locked") &&
       std::none_of(endpoints.begin(), endpoints.end(), [](const EndpointSpec& e) { return !e.path.empty(); });

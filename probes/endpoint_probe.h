@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The eBPF endpoint probe (probes/ebpf/endpoint.bpf.c): loads and attaches
 // the programs, configures the endpoints, and reads what the kernel has
 // aggregated. RAII: destroying the probe detaches everything.

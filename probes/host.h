@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-wide probes: /proc/stat, /proc/schedstat, /proc/meminfo, /proc/pressure/*.
 // Each takes the proc root (default "/proc") so tests hand it a fixture tree.
 #pragma once

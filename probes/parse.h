@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parsers for the kernel's text formats: pure functions from file contents to
 // readings, tested with tables of literal file contents.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A kernel text file kept open and re-read with pread(2): about 3 us for
 // /proc/stat against about 8 us for open+read+close, and no path lookup per tick.
 #pragma once

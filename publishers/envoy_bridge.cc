@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "publishers/envoy_bridge.h"
 
 #include <fcntl.h>

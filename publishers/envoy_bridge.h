@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Envoy overload-manager bridge: one number from a report, written as the
 // text file Envoy's injected resource monitor reads
 // (envoy.resource_monitors.injected_resource, field `filename`).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "publishers/orca_dir_publisher.h"
 
 #include <fcntl.h>

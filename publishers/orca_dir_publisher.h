@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Publishes one report file per scope into the ORCA directory (default
 // /run/orca): OrcaDirPublisher writes the files, OrcaReportsPublisher makes
 // node.orca and endpoint.<name>.orca of each tick.

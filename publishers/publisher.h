@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where a tick's signals go. Each publisher takes the typed figures of one
 // sampling step (Tick) and writes them its own way: node.orca and the
 // endpoint reports, an Envoy bridge file, ... The pipeline publishes every

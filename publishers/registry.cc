@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "publishers/registry.h"
 
 #include "publishers/envoy_bridge.h"

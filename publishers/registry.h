@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every kind of publisher in one table. Adding one: its class in its own file
 // (a Publisher with a static build(const agent::Config&)), its row here, and
 // its configuration keys in agent/config.*.

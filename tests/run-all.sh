@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs every test of headroom: installs the build dependencies (root), builds
 # with warnings as errors, runs the whole suite (unit and integration tiers),
 # then builds again with AddressSanitizer + UBSan and runs the suite once more.

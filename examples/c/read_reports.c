@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * read_reports: prints the ORCA load reports headroomd publishes, through the
  * C interface of libheadroom-orca (headroom_orca.h). See README.md.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Print the ORCA load reports headroomd publishes, with nothing but protobuf.
 
 Every ``*.orca`` file in a directory (default /run/orca) holds one binary

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C interface over ReportDirectory. Every entry point catches everything:
 // an exception crossing into C is undefined behaviour.
 #include "headroom/orca/headroom_orca.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ORCA response headers for Envoy. The rules below restate what Envoy's parser
 // (envoyproxy/envoy source/common/orca/orca_parser.cc, its tests in
 // test/common/orca/orca_parser_test.cc, and HeaderUtility::

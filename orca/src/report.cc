@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "headroom/orca/report.h"
 
 #include <fcntl.h>

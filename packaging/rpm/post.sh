@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # headroom %post: the system user, the library cache, then systemd's preset
 # policy decides on first install whether the unit is enabled (%systemd_post).
 systemd-sysusers /usr/lib/sysusers.d/headroom.conf >/dev/null 2>&1 || :

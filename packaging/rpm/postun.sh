@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # headroom %postun: the library cache; after an upgrade, restart the running
 # daemon on the new binary (%systemd_postun_with_restart). The user and
 # /etc/headroom are kept on erase, as RPM convention has it.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Per-endpoint request latency and concurrency, measured at the socket
  * syscalls of server processes, aggregated in the kernel.
  *

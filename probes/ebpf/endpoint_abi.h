@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* What the eBPF endpoint programs (endpoint.bpf.c) and headroomd share: map
  * layouts and the latency histogram's bucket arithmetic. Plain C with fixed
  * width types, so the BPF side (clang -target bpf, vmlinux.h types) and the

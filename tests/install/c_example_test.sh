@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The C interface as an outside C program sees it.
 #   c_example_test.sh installed BUILD_DIR SOURCE_DIR
 #     installs into a scratch prefix, compiles examples/c/read_reports.c with

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The consumer library as another project sees it: install into a scratch
 # prefix, then compile and run a program that finds headroom-orca through
 # pkg-config only, and have it read a report that headroomd --once wrote.

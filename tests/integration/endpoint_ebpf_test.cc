@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Endpoint reports from the real eBPF probe: headroomd traces real servers
 // (hr-test-server, Debian's nginx, and this process itself) while real clients
 // (hr-test-load, wrk) load them, and what headroom reports is compared with

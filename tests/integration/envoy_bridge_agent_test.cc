@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Envoy bridge inside the real headroomd: the pressure file Envoy's
 // injected resource monitor would read appears, always holds a number Envoy
 // accepts, is replaced by rename on every publish, and holds the neutral

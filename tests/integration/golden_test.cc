@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `headroomd --once` against fixture trees, decoded by protoc (a protobuf reader
 // that knows nothing of headroom) and compared with golden text reports.
 //

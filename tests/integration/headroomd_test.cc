@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroomd as a process: the real binary on the real /proc, signals, reloads,
 // bad input and exit codes.
 #include <pwd.h>

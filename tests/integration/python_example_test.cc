@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // examples/python/read_reports.py against a live headroomd: the code is
 // generated with protoc into a temporary directory, the real agent publishes,
 // and Debian's /usr/bin/python3 with python3-protobuf decodes its reports.

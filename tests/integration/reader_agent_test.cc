@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reader against the real agent: every publish is seen within about one
 // interval, a killed agent turns stale by age, a stopped one at once.
 #include <signal.h>

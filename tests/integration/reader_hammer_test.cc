@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A reader re-reading node.orca in a tight loop while the publisher replaces it
 // 100 000 times never sees a partial, empty or unparsable file, and never sees
 // the sequence number go backwards.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroomd's sd_notify protocol, as systemd sees it, against a socket the
 // test owns (NOTIFY_SOCKET): READY=1 only once node.orca exists, WATCHDOG=1 on
 // every tick and often enough whatever the interval, RELOADING=1 then READY=1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds the .deb and .rpm from a build tree into OUT with CPack, as
 # `cmake --build BUILD -t packages` does, and prints their paths.
 #   build_packages.sh BUILD_DIR OUT_DIR

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by the packaging tests. A missing tool fails the test in CI (CI=true)
 # and skips it loudly elsewhere (exit 77, CTest's SKIP_RETURN_CODE).
 need() {

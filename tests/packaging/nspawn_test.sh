@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The .deb under a real systemd: a minimal Debian booted in systemd-nspawn
 # (rootfs debootstrapped once, cached in the build tree), the package
 # installed with dpkg -i, then: the unit is active, node.orca is a valid

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The .deb and .rpm built by CPack from this build tree: contents, modes,
 # conffiles, maintainer scripts and scriptlets, dependencies, stripped
 # binaries, lintian, and an rpm install into an alternate root.

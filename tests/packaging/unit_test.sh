@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # systemd/headroomd.service: `systemd-analyze verify` says nothing, and the
 # offline security exposure stays below a threshold (docs/systemd.md).
 #   unit_test.sh SOURCE_DIR HEADROOMD_BINARY MAX_EXPOSURE

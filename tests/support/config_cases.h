@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the configuration tests: parse-or-fail helpers and the table
 // row of an expected error (key, place in the file, parts of the message).
 #pragma once

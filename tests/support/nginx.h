@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Debian's nginx as a third-party server for integration tests: a private
 // configuration, pid file, logs and temp paths in a temporary directory,
 // listening on 127.0.0.1 only, stopped (master and workers) at scope exit.

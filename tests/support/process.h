@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs a real binary for integration tests: fork+exec with stdout and stderr
 // captured to files, optional user switch, signals, and waiting with a deadline.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A temporary directory removed with its contents at scope exit.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where a test finds the source tree and the built programs. The values are
 // compiled once, into the generated test_paths.cc (tests/CMakeLists.txt), and
 // every test file sees this header through -include: no absolute path is in

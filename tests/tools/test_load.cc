@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hr-test-load: a closed-loop load client that records every request's
 // latency. One thread and one keep-alive connection per --connections, at most
 // one outstanding request per connection; --rate paces them evenly instead of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hr-test-server: a real TCP server for the tests to trace. One blocking
 // thread per connection, accept loop in the main thread.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small helpers shared by the test tools (hr-test-server, hr-test-load).
 #pragma once
 

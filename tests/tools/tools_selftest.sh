@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The test tools check each other: hr-test-load must measure the delay that
 # hr-test-server was told to add, in both protocols; it must count non-2xx
 # answers as errors; and it must exit on time against a stopped server.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C interface: the reader's basics through headroom_orca.h, struct_size
 // for forward compatibility, and the error codes.
 #include "headroom/orca/headroom_orca.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The key table (agent/config_keys.h) against everything that must agree with
 // it: the parser (every row is read by its setter), the documentation, the
 // man page and the shipped example (every row is there); and the bounds on

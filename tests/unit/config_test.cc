@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The configuration layer: defaults, every key, every class of error with its
 // place in the file, the duration syntax, and the shipped example.
 #include "agent/config.h"

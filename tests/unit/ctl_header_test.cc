@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `headroomctl header` end to end: a report file in a temporary directory, the
 // built binary (HEADROOMCTL_PATH) run on it, its lines parsed back.
 #include <google/protobuf/util/message_differencer.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroomctl's rendering, fed reports built in the test and a fixed "now":
 // the formatting helpers as tables, then whole reports and watch tables.
 #include <gtest/gtest.h>

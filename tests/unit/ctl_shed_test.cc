@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `headroomctl shed` end to end: reports written with ReportFileWriter into a
 // temporary directory from literal values, the built binary (HEADROOMCTL_PATH)
 // run on them, its stdout, stderr and exit status checked.

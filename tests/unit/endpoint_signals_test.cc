@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Endpoint signals, pure: the histogram arithmetic shared with the eBPF
 // program (probes/ebpf/endpoint_abi.h), counters -> intervals -> a sliding
 // window of signals (agent/endpoint_signals.h), and the reports built from

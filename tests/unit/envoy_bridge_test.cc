@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Envoy overload-manager bridge: which number is published, how it is
 // clamped and formatted, and that every update reaches Envoy the one way it
 // listens for (IN_MOVED_TO on the file's name in the parent directory).

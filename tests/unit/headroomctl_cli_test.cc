@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // headroomctl end to end: report files written with ReportFileWriter into a
 // temporary directory, the built binary (HEADROOMCTL_PATH) run on them, its
 // stdout, stderr and exit status checked.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ORCA response headers: the TEXT and BIN values round-trip to the same report,
 // never carry what Envoy would reject, and the parsers reject what Envoy
 // rejects. Examples marked "Envoy" are taken from the cases in Envoy's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The report file library: atomic writer, validating reader, staleness.
 #include <fcntl.h>
 #include <sys/stat.h>

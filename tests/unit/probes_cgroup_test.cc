@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CgroupProbe on the v2 and v1 fixture trees (tests/fixtures/sys-cgroup{2,1})
 // and on temporary trees for the layouts and failures the fixtures lack.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ProcFile and the host probes: on the fixture proc tree (tests/fixtures/proc),
 // on temporary files, and once on this machine's real /proc.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parsers, fed literal file contents: good input, edge cases a kernel really
 // produces, and broken input whose error must say what is wrong.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The eBPF program set by name: what HEADROOM_EBPF_PROGRAMS and the probe's
 // options accept, and the names the probe gives back.
 #include <gmock/gmock.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The publishers behind publishers/publisher.h, driven by hand-made ticks:
 // the registry's order, what each writes from the typed values, stop,
 // retire and take_over.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The consumer-side reader: inotify updates, staleness, a directory that comes
 // and goes, and every kind of hostile file under a report name.
 #include <poll.h>

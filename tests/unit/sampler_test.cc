@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NodeSampler on fixture trees with an injected clock: which probes feed which
 // signal, baselines, and unavailable probes logged once.
 #include "agent/sampler.h"

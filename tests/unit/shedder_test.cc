@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reference shedder: exact values at known points (table), and the
 // properties the model promises checked over a dense grid of utilizations,
 // every bucket, every priority and several threshold sets.

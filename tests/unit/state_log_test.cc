@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FailureLatch: a failure that repeats is logged once, its end once.
 #include "agent/state_log.h"
 

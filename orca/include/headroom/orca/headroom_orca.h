@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * headroom_orca.h: the stable C interface of libheadroom-orca, for programs
  * that cannot use the C++ API (C, or languages with a C FFI). It follows an

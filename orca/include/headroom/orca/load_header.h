@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ORCA load reports as HTTP response headers, for a backend (or a sidecar in
 // front of it) that hands its load to Envoy per response:
 //

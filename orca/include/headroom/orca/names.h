@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every key headroom writes into a report, in one place: the utilization
 // signals' keys and the named_metrics keys. The agent that writes reports,
 // headroomctl, the reader library and the tests use these constants;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ORCA load report as headroom publishes it, and the metadata every report
 // carries in named_metrics. docs/orca-files.md is the contract these names follow.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The consumer side of docs/orca-files.md: follows a report directory with
 // inotify and keeps the newest valid report of every scope in memory, so a
 // proxy or library asks "how loaded is X, and is that still true?" without

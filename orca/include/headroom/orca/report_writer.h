@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Atomic publication of report files into one directory.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One error style for all of headroom: a value or an Error carrying errno and
 // context. Exceptions are kept for start-up paths that must abort.
 #pragma once

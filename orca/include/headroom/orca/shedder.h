@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reference prioritized load shedder: given the utilization headroom
 // publishes and a request's priority, the probability with which a proxy should
 // drop that request. docs/shedding.md explains the model and its defaults.
