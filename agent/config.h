@@ -94,6 +94,18 @@ inline constexpr std::chrono::nanoseconds kMaxSmoothing = std::chrono::minutes(1
 // bounds its memory (and the work of each tick) whatever the two keys say.
 inline constexpr std::size_t kMaxWindowSlots = 10'000;
 
+// [prometheus]: the reports' figures for Prometheus (docs/metrics.md). Both
+// off by default.
+inline constexpr std::chrono::nanoseconds kMinTextfileInterval = std::chrono::milliseconds(100);
+inline constexpr std::chrono::nanoseconds kMaxTextfileInterval = std::chrono::hours(1);
+struct PrometheusConfig {
+  std::string listen;    // "" off; "127.0.0.1:9446", "[::1]:9446": an IP literal and a port
+  std::string textfile;  // "" off; an absolute path ending in .prom (node_exporter's textfile collector)
+  std::chrono::nanoseconds textfile_interval = std::chrono::seconds(15);
+
+  bool operator==(const PrometheusConfig&) const = default;
+};
+
 struct Config {
   // [agent]
   std::chrono::nanoseconds interval = std::chrono::milliseconds(100);
@@ -121,6 +133,9 @@ struct Config {
 
   // [[endpoint]], then each --endpoint flag
   std::vector<EndpointConfig> endpoints;
+
+  // [prometheus]
+  PrometheusConfig prometheus;
 
   bool signal_enabled(std::string_view key) const;
   double weight(std::string_view key) const;

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent/config_checks.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <iterator>
@@ -323,6 +326,72 @@ std::optional<ConfigError> check_config_on_this_machine(const Config& config, co
   ConfigError e = problem(cg.error().message, "node.cgroup");
   e.file = file;
   return e;
+}
+
+}  // namespace headroom::agent
+
+// ---------------------------------------------------------------------------
+// [prometheus]
+
+namespace headroom::agent {
+
+std::optional<ConfigError> check_listen_address(std::string_view address) {
+  constexpr std::string_view kExamples = "e.g. \"127.0.0.1:9446\", \"0.0.0.0:9446\" or \"[::1]:9446\"";
+  const std::size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == address.size())
+    return problem("must be an IP address and a port, got " + quote(address) + "; " + std::string(kExamples));
+  std::string_view host = address.substr(0, colon);
+  const std::string_view port = address.substr(colon + 1);
+  int port_number = 0;
+  for (char c : port) {
+    if (c < '0' || c > '9' || port_number > 65535)
+      return problem("the port of " + quote(address) + " must be a number from 1 to 65535; " +
+                     std::string(kExamples));
+    port_number = port_number * 10 + (c - '0');
+  }
+  if (port_number < 1 || port_number > 65535)
+    return problem("the port of " + quote(address) + " must be a number from 1 to 65535; " + std::string(kExamples));
+  unsigned char buf[sizeof(in6_addr)];
+  if (host.starts_with('[') && host.ends_with(']') && host.size() > 2) {
+    const std::string inner(host.substr(1, host.size() - 2));
+    if (::inet_pton(AF_INET6, inner.c_str(), buf) == 1) return std::nullopt;
+    return problem(quote(inner) + " is not an IPv6 address; " + std::string(kExamples));
+  }
+  if (host.find(':') != std::string_view::npos)
+    return problem("an IPv6 address goes in brackets: write " + quote("[" + std::string(host) + "]:" +
+                   std::string(port)));
+  if (host.empty())
+    return problem("give the address to listen on as well as the port: \"127.0.0.1:" + std::string(port) +
+                   "\" for this machine only, \"0.0.0.0:" + std::string(port) + "\" for every IPv4 address");
+  if (::inet_pton(AF_INET, std::string(host).c_str(), buf) == 1) return std::nullopt;
+  if (host == "localhost")
+    return problem("write the address, not a host name: \"127.0.0.1:" + std::string(port) + "\" or \"[::1]:" +
+                   std::string(port) + "\"");
+  return problem(quote(host) + " is not an IPv4 address (host names are not resolved); " + std::string(kExamples));
+}
+
+std::variant<std::string, ConfigError> textfile_path(const std::string& absolute) {
+  constexpr std::string_view kExample = "\"/var/lib/prometheus/node-exporter/headroom.prom\"";
+  const std::filesystem::path normal = std::filesystem::path(absolute).lexically_normal();
+  const std::string name = normal.filename().string();
+  if (name.empty() || name == "." || name == "..")
+    return problem("must name a file, not a directory, e.g. " + std::string(kExample));
+  if (name.front() == '.')
+    return problem("the file name must not start with \".\" (the temporary file written before the rename does); "
+                   "got " + quote(name));
+  if (name.size() >= 200) return problem("the file name is too long (at most 199 characters)");
+  if (!name.ends_with(".prom") || name == ".prom")
+    return problem("must end in \".prom\", the only files node_exporter's textfile collector reads; got " +
+                   quote(name) + ", e.g. " + std::string(kExample));
+  return normal.string();
+}
+
+std::optional<ConfigError> check_textfile_interval(std::chrono::nanoseconds interval, std::string_view shown) {
+  if (interval < kMinTextfileInterval)
+    return problem("must be at least " + quote(format_duration(kMinTextfileInterval)) + ", got " + quote(shown) +
+                   "; node_exporter reads the file only when it is scraped, every 15 s or so");
+  if (interval > kMaxTextfileInterval) return problem("must be at most \"1h\", got " + quote(shown));
+  return std::nullopt;
 }
 
 }  // namespace headroom::agent

@@ -63,4 +63,14 @@ std::optional<ConfigError> check_smoothing(std::chrono::nanoseconds smoothing, s
 // "agent.smoothing".
 std::optional<ConfigError> check_window(std::chrono::nanoseconds interval, std::chrono::nanoseconds smoothing);
 
+// -- [prometheus] --
+// "127.0.0.1:9446", "0.0.0.0:9446", "[::1]:9446", "[::]:9446": an IP literal
+// (IPv6 in brackets) and a port 1..65535. Host names are refused: the
+// address a scraper reaches must not depend on name resolution at start.
+std::optional<ConfigError> check_listen_address(std::string_view address);
+// An absolute path -> the normalized textfile name: it must end in ".prom",
+// which is all node_exporter's textfile collector reads.
+std::variant<std::string, ConfigError> textfile_path(const std::string& absolute);
+std::optional<ConfigError> check_textfile_interval(std::chrono::nanoseconds interval, std::string_view shown);
+
 }  // namespace headroom::agent

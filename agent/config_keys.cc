@@ -291,6 +291,37 @@ bool set_max_concurrency(KeyValue& v) {
   return true;
 }
 
+// -- [prometheus] ------------------------------------------------------------
+
+bool set_prometheus_listen(KeyValue& v) {
+  if (!v.str().empty())
+    if (auto err = check_listen_address(v.str())) return v.fail(std::move(*err));
+  v.config.prometheus.listen = v.str();
+  return true;
+}
+
+bool set_prometheus_textfile(KeyValue& v) {
+  if (v.str().empty()) {
+    v.config.prometheus.textfile.clear();
+    return true;
+  }
+  constexpr std::string_view kExample = "\"/var/lib/prometheus/node-exporter/headroom.prom\"";
+  auto p = v.absolute_path(kExample);
+  if (!p) return false;
+  auto normal = textfile_path(*p);
+  if (auto* err = std::get_if<ConfigError>(&normal)) return v.fail(std::move(*err));
+  v.config.prometheus.textfile = std::move(std::get<std::string>(normal));
+  return true;
+}
+
+bool set_textfile_interval(KeyValue& v) {
+  const auto d = v.duration();
+  if (!d) return false;
+  if (auto err = check_textfile_interval(*d, v.str())) return v.fail(std::move(*err));
+  v.config.prometheus.textfile_interval = *d;
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // The table. Row order is the order of "valid keys are ..." lists.
 
@@ -303,6 +334,7 @@ constexpr SectionRow kSections[] = {
     {"node", false, ""},
     {"envoy", true, "file"},
     {"endpoint", true, "endpoint"},
+    {"prometheus", false, ""},
 };
 
 constexpr KeyRow kRows[] = {
@@ -371,6 +403,15 @@ constexpr KeyRow kRows[] = {
      "the latency no request should exceed, at least target, e.g. max = \"500ms\"", "The SLO max.", set_endpoint_max},
     {"endpoint", "max_concurrency", KeyType::integer, "an integer such as 64", "1..1000000", "", "",
      "The most requests handled at once; adds the concurrency signal.", set_max_concurrency},
+    // [prometheus]
+    {"prometheus", "listen", KeyType::string, "an address string such as \"127.0.0.1:9446\"",
+     "\"\" or an IP literal and a port (IPv6 in brackets)", "\"\"", "",
+     "Where GET /metrics is served; \"\" is off.", set_prometheus_listen},
+    {"prometheus", "textfile", KeyType::string,
+     "a path string such as \"/var/lib/prometheus/node-exporter/headroom.prom\"", "\"\" or an absolute path ending in .prom",
+     "\"\"", "", "The file node_exporter's textfile collector reads; \"\" is off.", set_prometheus_textfile},
+    {"prometheus", "textfile_interval", KeyType::duration, kDuration, "100ms to 1h", "\"15s\"", "",
+     "How often the textfile is rewritten (at most once per tick).", set_textfile_interval},
 };
 
 }  // namespace
@@ -415,7 +456,7 @@ std::vector<std::string_view> table_keys_in(std::string_view section) {
   return out;
 }
 
-std::vector<std::string_view> plain_tables() { return {"agent", "node", "node.weights"}; }
+std::vector<std::string_view> plain_tables() { return {"agent", "node", "node.weights", "prometheus"}; }
 
 // ---------------------------------------------------------------------------
 // Log levels

@@ -181,10 +181,12 @@ int run_daemon(const DaemonOptions& options) {
           auto next = load_effective_config(options);
           if (auto* e = std::get_if<ConfigError>(&next)) {
             spdlog::error("reload rejected, the running configuration stays in force: {}", e->to_string());
+            agent.reload_rejected();
           } else {
             auto rebuilt = build_pipeline(std::get<Config>(std::move(next)));
             if (auto* be = std::get_if<BuildError>(&rebuilt)) {
               spdlog::error("reload rejected, the running configuration stays in force: {}", be->message);
+              agent.reload_rejected();
             } else {
               auto& p = std::get<Pipeline>(rebuilt);
               announce(p);

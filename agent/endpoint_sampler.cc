@@ -11,7 +11,7 @@ EndpointSampler::EndpointSampler(const Config& config) {
   const std::size_t window = window_intervals(config.interval, config.smoothing);
   std::vector<probes::EndpointSpec> specs;
   for (const auto& e : config.endpoints) {
-    endpoints_.push_back({e, EndpointWindow(window), std::nullopt});
+    endpoints_.push_back({e, EndpointWindow(window), std::nullopt, {}, false});
     specs.push_back({e.port, e.path, static_cast<uint64_t>(e.target.count()), static_cast<uint64_t>(e.max.count())});
   }
   if (endpoints_.empty()) return;
@@ -65,6 +65,7 @@ std::string EndpointSampler::status() const {
 
 void EndpointSampler::sample(int64_t monotonic_ns) {
   (void)monotonic_ns;  // the snapshot carries the kernel clock's time
+  for (auto& e : endpoints_) e.counted = false;
   if (!probe_) return;
   if (auto r = probe_->read(cur_); !r) {
     fail("reading the eBPF maps failed: " + r.error().message);
@@ -78,7 +79,10 @@ void EndpointSampler::sample(int64_t monotonic_ns) {
       const auto& b = cur_.endpoints[i];
       auto& e = endpoints_[i];
       // Requests waiting to be read are late like those being served.
-      e.window.add(interval_between(a, prev_.at_ns, b, cur_.at_ns), b.inflight,
+      EndpointInterval interval = interval_between(a, prev_.at_ns, b, cur_.at_ns);
+      e.last = interval;  // copy-assigned: its histogram vector keeps its capacity
+      e.counted = true;
+      e.window.add(std::move(interval), b.inflight,
                    b.inflight_over_target + b.pending_over_target, b.inflight_over_max + b.pending_over_max,
                    b.pending);
       e.signals = e.window.signals(e.config);

@@ -33,6 +33,11 @@ class EndpointSampler {
     // The window's signals after the last sample; nullopt before the
     // baseline and while the probe does not run ("latency signals unavailable").
     std::optional<EndpointSignals> signals;
+    // What the last sample counted since the one before, when `counted`;
+    // not after a sample that measured nothing (the baseline, no probe).
+    // Refilled in place each sample.
+    EndpointInterval last;
+    bool counted = false;
   };
   const std::vector<Endpoint>& endpoints() const { return endpoints_; }
 

@@ -85,12 +85,37 @@ bool Agent::tick() {
     return false;
   }
   prepare(/*stopped=*/false);
-  bool ok = true;
-  for (auto& pub : p_.publishers)
-    if (!pub->publish(tick_) && pub->essential()) ok = false;
-  if (ok) ++published_;
+  // Essential publishers come first in the table; once they have run, the
+  // tick counts as published for those after them (health.ticks).
+  bool ok = true, counted = false;
+  for (auto& pub : p_.publishers) {
+    if (!pub->essential() && !counted) {
+      counted = true;
+      if (ok) note_published();
+    }
+    if (!pub->publish(tick_)) {
+      note_failure(pub->name());
+      if (pub->essential()) ok = false;
+    }
+  }
+  if (!counted && ok) note_published();
   return ok;
 }
+
+void Agent::note_published() {
+  ++published_;
+  tick_.health.ticks = published_;
+  tick_.health.last_publish_ms = tick_.meta.timestamp_ms;
+}
+
+void Agent::note_failure(std::string_view publisher) {
+  auto& failures = tick_.health.publish_failures;
+  auto it = std::find_if(failures.begin(), failures.end(), [&](const auto& f) { return f.first == publisher; });
+  if (it == failures.end()) failures.emplace_back(std::string(publisher), 1);
+  else ++it->second;
+}
+
+void Agent::reload_rejected() { tick_.health.last_reload_ok = false; }
 
 void Agent::prepare(bool stopped) {
   tick_.meta = ReportMeta{orca::unix_now_ms(), ++seq_, to_ms(p_.config.interval), stopped};
@@ -98,8 +123,10 @@ void Agent::prepare(bool stopped) {
   tick_.endpoints.clear();
   for (const auto& e : p_.endpoints->endpoints()) {
     const bool available = p_.endpoints->running() && e.signals;
-    tick_.endpoints.push_back({&e.config, available ? &*e.signals : nullptr});
+    tick_.endpoints.push_back(
+        {&e.config, available ? &*e.signals : nullptr, available && e.counted && !stopped ? &e.last : nullptr});
   }
+  tick_.health.ebpf_running = p_.endpoints->running();
 }
 
 void Agent::stop() {
@@ -125,6 +152,8 @@ void Agent::replace(Pipeline next) {
       next.config.interval == p_.config.interval && next.config.smoothing == p_.config.smoothing;
   if (same_smoothing) next.smoother = std::move(p_.smoother);
   p_ = std::move(next);
+  ++tick_.health.config_generation;
+  tick_.health.last_reload_ok = true;
 }
 
 std::string status_line(const Agent& a) {

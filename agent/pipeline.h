@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "agent/config.h"
@@ -56,6 +57,9 @@ class Agent {
   // value once); the new ones take over from the old configuration (endpoint
   // reports whose endpoint is gone are removed).
   void replace(Pipeline next);
+  // A reload that was rejected: the running configuration stays, and the
+  // agent's health says so until the next reload that succeeds.
+  void reload_rejected();
 
   const Config& config() const { return p_.config; }
   const EndpointSampler& endpoints() const { return *p_.endpoints; }
@@ -67,6 +71,9 @@ class Agent {
   // node.include_endpoints: each endpoint's composite as "endpoint.<name>".
   void add_endpoint_signals();
   void drop_endpoint_signals();
+  // The health the publishers see (tick_.health).
+  void note_published();
+  void note_failure(std::string_view publisher);
 
   Pipeline p_;
   publishers::Tick tick_;  // kept across ticks: its maps and vectors are refilled, not rebuilt

@@ -130,6 +130,14 @@ orca::Report build_node_report(const NodeSample& sample, const Config& config, c
   return r;
 }
 
+std::size_t endpoint_utilization(const EndpointSignals& s, std::array<KeyedValue, 3>& out) {
+  std::size_t n = 0;
+  if (s.share_over_target) out[n++] = {kSignalSloTarget, clamp01(*s.share_over_target)};
+  if (s.share_over_max) out[n++] = {kSignalSloMax, clamp01(*s.share_over_max)};
+  if (s.concurrency) out[n++] = {kSignalConcurrency, clamp01(*s.concurrency)};
+  return n;
+}
+
 void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSignals* s, const ReportMeta& meta,
                                 orca::Report& r) {
   MapRefill nm(*r.mutable_named_metrics());
@@ -142,9 +150,8 @@ void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSi
     add_meta(nm, meta);
     return;
   }
-  if (s->share_over_target) u.set(kSignalSloTarget, clamp01(*s->share_over_target));
-  if (s->share_over_max) u.set(kSignalSloMax, clamp01(*s->share_over_max));
-  if (s->concurrency) u.set(kSignalConcurrency, clamp01(*s->concurrency));
+  std::array<KeyedValue, 3> shares;
+  for (std::size_t i = 0, n = endpoint_utilization(*s, shares); i < n; ++i) u.set(shares[i].key, shares[i].value);
   auto app = endpoint_composite(*s);
   r.set_application_utilization(app ? *app : 0.0);
   r.set_rps_fractional(s->rps);

@@ -5,6 +5,8 @@
 // are dropped, so a steady tick allocates nothing.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <utility>
@@ -61,6 +63,15 @@ NodeValues node_values_of(const orca::Report& report);
 void build_node_report_into(const NodeValues& values, const NodeSample& sample, const ReportMeta& meta,
                             orca::Report& out);
 orca::Report build_node_report(const NodeSample& sample, const Config& config, const ReportMeta& meta);
+
+// An endpoint report's utilization entries: latency.slo_target,
+// latency.slo_max and concurrency, each when known, clamped to [0, 1].
+// Returns how many of `out` were filled.
+struct KeyedValue {
+  std::string_view key;
+  double value = 0;
+};
+std::size_t endpoint_utilization(const EndpointSignals& signals, std::array<KeyedValue, 3>& out);
 
 // endpoint.<name>.orca. With signals: utilization[latency.slo_target,
 // latency.slo_max, concurrency (when max_concurrency is declared)],

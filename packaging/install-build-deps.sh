@@ -19,7 +19,8 @@ apt-get install -y -q --no-install-recommends \
   python3-protobuf nginx-light wrk \
   systemd systemd-container debootstrap \
   rpm lintian dpkg-dev file fakeroot \
-  ccache
+  ccache \
+  prometheus-cpp-dev libmicrohttpd-dev prometheus prometheus-node-exporter python3-yaml
 # clang, llvm (llvm-strip) and bpftool build the eBPF programs; nginx-light
 # and wrk are a third-party server and load generator for the eBPF tests and
 # benchmarks. The two lines before ccache are for the packaging tests (tests/packaging/): systemd

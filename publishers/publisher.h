@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -22,6 +23,23 @@ namespace headroom::publishers {
 struct EndpointTick {
   const agent::EndpointConfig* config = nullptr;
   const agent::EndpointSignals* signals = nullptr;  // null: latency signals unavailable
+  // What the kernel counted since the previous tick (for counters kept since
+  // start); null when nothing was measured this tick (no probe, a baseline).
+  const agent::EndpointInterval* interval = nullptr;
+};
+
+// The agent's own state, kept by the pipeline across reloads: what the
+// Prometheus publisher reports about headroomd itself. Publishers run in
+// table order and this is updated after each one, so a publisher sees the
+// results of those before it on the same tick.
+struct AgentHealth {
+  uint64_t config_generation = 1;  // +1 for each configuration a reload put in force
+  bool last_reload_ok = true;      // false after a rejected reload, until the next good one
+  uint64_t ticks = 0;              // ticks whose essential publishers succeeded
+  int64_t last_publish_ms = 0;     // Unix ms of the last such tick; 0: none yet
+  bool ebpf_running = false;       // the eBPF endpoint probe is attached
+  // Failed publishes since start, by publisher name, in first-failure order.
+  std::vector<std::pair<std::string, uint64_t>> publish_failures;
 };
 
 // One sampling step's results, computed once and read by every publisher.
@@ -32,6 +50,7 @@ struct Tick {
   agent::NodeSample node;
   agent::NodeValues values;  // what node.orca carries: utilization, composite, cpu, mem
   std::vector<EndpointTick> endpoints;  // in configuration order
+  AgentHealth health;
 };
 
 class Publisher {

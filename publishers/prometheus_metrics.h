@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// A tick -> the figures Prometheus is shown (docs/metrics.md). Pure: no
+// sockets, no files, no clock. MetricsState keeps what a scrape needs between
+// ticks: the last tick's gauges, and counters summed from each tick's kernel
+// counts, so they rise monotonically since start whatever reloads or eBPF
+// probe restarts happen. families() turns a copy of it into prometheus-cpp's
+// MetricFamily list, which its serializer writes as the text exposition.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <prometheus/metric_family.h>
+
+#include "publishers/publisher.h"
+
+namespace headroom::publishers::prom {
+
+// The latency histogram's upper bounds in seconds; +Inf follows them.
+inline constexpr std::array<double, 14> kLatencyBucketsSeconds = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+inline constexpr std::size_t kLatencyBuckets = kLatencyBucketsSeconds.size() + 1;  // with +Inf
+
+// Which `le` bucket a kernel histogram bucket (probes/ebpf/endpoint_abi.h)
+// counts under: the first upper bound at or above its midpoint; the last
+// index (+Inf) past 10 s.
+std::size_t le_bucket_of(uint32_t kernel_bucket);
+// The kernel bucket's midpoint in seconds, what `_sum` adds for each request
+// in it (its lower bound for the open top bucket).
+double kernel_bucket_midpoint_seconds(uint32_t kernel_bucket);
+
+// One endpoint's counts since start.
+struct EndpointCounts {
+  uint64_t requests = 0, errors = 0, aborted = 0, over_target = 0, over_max = 0;
+  std::array<uint64_t, kLatencyBuckets> latency{};  // per bucket, not cumulative
+  double latency_sum_seconds = 0;
+
+  void add(const agent::EndpointInterval& interval);
+};
+
+struct EndpointState {
+  std::string name;
+  double target_seconds = 0, max_seconds = 0;
+  EndpointCounts counts;
+  bool measured = false;  // the eBPF probe gave this tick's signals
+  std::vector<std::pair<std::string, double>> utilization;
+  double application_utilization = 0;
+  double in_flight = 0, pending = 0;
+};
+
+class MetricsState {
+ public:
+  // Takes one tick: its gauges replace the last ones, its endpoint intervals
+  // add to the counters. Endpoints no longer configured are dropped (a
+  // reload removed them); new ones start from 0.
+  void update(const Tick& tick);
+
+  // The exposition, in a fixed order: utilization, then endpoints, then the
+  // agent's own health. `version` goes into headroom_build_info.
+  std::vector<prometheus::MetricFamily> families(const std::string& version) const;
+
+  const std::vector<EndpointState>& endpoints() const { return endpoints_; }
+
+ private:
+  EndpointState& endpoint(std::size_t index, const agent::EndpointConfig& config);
+
+  bool have_tick_ = false;
+  std::vector<std::pair<std::string, double>> node_utilization_;
+  double node_application_ = 0, node_cpu_ = 0, node_memory_ = 0;
+  bool node_has_cpu_ = false, node_has_memory_ = false;
+  std::vector<EndpointState> endpoints_;  // in configuration order
+  AgentHealth health_;
+  int64_t interval_ms_ = 0;
+};
+
+}  // namespace headroom::publishers::prom

@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "publishers/prometheus_publisher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+#include <prometheus/text_serializer.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#ifndef HEADROOM_VERSION
+#define HEADROOM_VERSION "unknown"
+#endif
+
+namespace headroom::publishers {
+
+namespace {
+
+constexpr const char* kVersion = HEADROOM_VERSION;
+
+constexpr const char* kExpositionType = "text/plain; version=0.0.4; charset=utf-8";
+constexpr unsigned kServerThreads = 2;
+constexpr unsigned kMaxConnections = 64;
+constexpr unsigned kConnectionTimeoutSeconds = 5;
+
+// "127.0.0.1:9446" / "[::1]:9446" (checked by the configuration) -> a socket address.
+bool socket_address(const std::string& address, sockaddr_storage& out, socklen_t& len, int& port) {
+  const std::size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return false;
+  std::string host = address.substr(0, colon);
+  port = std::atoi(address.c_str() + colon + 1);
+  out = {};
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&out);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(static_cast<uint16_t>(port));
+    len = sizeof *a;
+    return ::inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &a->sin6_addr) == 1;
+  }
+  auto* a = reinterpret_cast<sockaddr_in*>(&out);
+  a->sin_family = AF_INET;
+  a->sin_port = htons(static_cast<uint16_t>(port));
+  len = sizeof *a;
+  return ::inet_pton(AF_INET, host.c_str(), &a->sin_addr) == 1;
+}
+
+// A listening socket on the address, bound here so that a failure names its
+// cause (the HTTP server would only say that it failed). IPv6 addresses
+// listen on IPv6 only: "[::]:9446" does not also take IPv4.
+Result<int> listen_on(const std::string& address, int& port) {
+  sockaddr_storage sa{};
+  socklen_t len = 0;
+  if (!socket_address(address, sa, len, port)) return logic_error("not an IP address and port: " + address);
+  const int fd = ::socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return system_error(errno, "cannot open a socket for " + address);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (sa.ss_family == AF_INET6) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 || ::listen(fd, 64) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return system_error(err, "cannot listen on " + address);
+  }
+  len = sizeof sa;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
+    port = ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
+                                          : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
+  return fd;
+}
+
+// libmicrohttpd's request callback: one answer per request, queued at once
+// (a request body, which nothing here wants, is discarded).
+MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, const char* method,
+                      const char* /*version*/, const char* /*upload_data*/, size_t* /*upload_data_size*/,
+                      void** /*request_state*/) {
+  const auto* hub = static_cast<const MetricsHub*>(cls);
+  MetricsHub::Answer a = hub->answer(method, url);
+  MHD_Response* response =
+      MHD_create_response_from_buffer(a.body.size(), a.body.data(), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, a.content_type);
+  if (a.status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+  const MHD_Result queued = MHD_queue_response(connection, a.status, response);
+  MHD_destroy_response(response);
+  return queued;
+}
+
+void on_server_error(void* /*cls*/, const char* fmt, va_list ap) {
+  char line[256];
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  std::string_view text(line);
+  while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  spdlog::debug("prometheus.listen: {}", text);
+}
+
+// Threads started while this lives block every signal, so that SIGTERM and
+// SIGHUP reach the daemon's signalfd and never a server thread.
+class SignalsBlocked {
+ public:
+  SignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, &saved_);
+  }
+  ~SignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  SignalsBlocked(const SignalsBlocked&) = delete;
+  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// MetricsHub
+
+std::shared_ptr<MetricsHub> MetricsHub::shared() {
+  static std::mutex mutex;
+  static std::weak_ptr<MetricsHub> current;
+  std::lock_guard lock(mutex);
+  auto hub = current.lock();
+  if (!hub) {
+    hub = std::make_shared<MetricsHub>();
+    current = hub;
+  }
+  return hub;
+}
+
+void MetricsHub::update(const Tick& tick) {
+  std::lock_guard lock(mutex_);
+  if (have_seq_ && tick.meta.seq == last_seq_) return;
+  have_seq_ = true;
+  last_seq_ = tick.meta.seq;
+  state_.update(tick);
+}
+
+std::vector<prometheus::MetricFamily> MetricsHub::collect() const {
+  prom::MetricsState copy;
+  {
+    std::lock_guard lock(mutex_);
+    copy = state_;
+  }
+  return copy.families(kVersion);
+}
+
+std::string MetricsHub::text() const {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, collect());
+  return std::move(out).str();
+}
+
+MetricsHub::Answer MetricsHub::answer(std::string_view method, std::string_view url) const {
+  if (method != "GET" && method != "HEAD") return {405, "text/plain; charset=utf-8", "only GET and HEAD\n"};
+  if (url == "/metrics") return {200, kExpositionType, text()};
+  if (url == "/")
+    return {200, "text/html; charset=utf-8",
+            "<html><head><title>headroomd</title></head><body><a href=\"/metrics\">/metrics</a></body></html>\n"};
+  return {404, "text/plain; charset=utf-8", "not found; the metrics are at /metrics\n"};
+}
+
+Result<std::shared_ptr<MetricsListener>> MetricsHub::listener(const std::string& address) {
+  std::lock_guard lock(listeners_mutex_);
+  if (auto it = listeners_.find(address); it != listeners_.end())
+    if (auto running = it->second.lock()) return running;
+  std::shared_ptr<MetricsListener> l(new MetricsListener());
+  l->address_ = address;
+  auto fd = listen_on(address, l->port_);
+  if (!fd) return fd.error();
+  {
+    // A few threads polling every connection (a slow client holds none of
+    // them), a bounded number of connections, each dropped after 5 s idle.
+    SignalsBlocked blocked;
+    l->daemon_ = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &on_request,
+        const_cast<MetricsHub*>(this), MHD_OPTION_LISTEN_SOCKET, static_cast<MHD_socket>(fd.value()),
+        MHD_OPTION_THREAD_POOL_SIZE, kServerThreads, MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
+        MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutSeconds, MHD_OPTION_EXTERNAL_LOGGER, &on_server_error,
+        nullptr, MHD_OPTION_END);
+  }
+  if (l->daemon_ == nullptr) {
+    ::close(fd.value());
+    return logic_error("cannot start the HTTP server on " + address);
+  }
+  listeners_[address] = l;
+  return l;
+}
+
+MetricsListener::~MetricsListener() {
+  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);  // closes the listening socket too
+}
+
+// ---------------------------------------------------------------------------
+// PrometheusListener
+
+PrometheusListener::PrometheusListener(std::shared_ptr<MetricsHub> hub, std::shared_ptr<MetricsListener> listener)
+    : hub_(std::move(hub)), listener_(std::move(listener)), address_(listener_->address()) {}
+
+std::variant<Publishers, BuildError> PrometheusListener::build(const agent::Config& config) {
+  const auto& c = config.prometheus;
+  Publishers out;
+  if (c.listen.empty() && c.textfile.empty()) return out;
+  auto hub = MetricsHub::shared();
+  if (!c.listen.empty()) {
+    auto listener = hub->listener(c.listen);
+    if (!listener)
+      return BuildError{false, "prometheus.listen: " + listener.error().message +
+                                   "; choose a free port, or an address of this machine"};
+    out.push_back(std::unique_ptr<Publisher>(new PrometheusListener(hub, std::move(listener.value()))));
+  }
+  if (!c.textfile.empty())
+    out.push_back(std::make_unique<PrometheusTextfile>(hub, c.textfile, c.textfile_interval));
+  return out;
+}
+
+Result<void> PrometheusListener::publish(const Tick& tick) {
+  hub_->update(tick);
+  return {};
+}
+
+void PrometheusListener::announce() const {
+  spdlog::info("serving Prometheus metrics at http://{}/metrics", address_);
+}
+
+// ---------------------------------------------------------------------------
+// PrometheusTextfile
+
+PrometheusTextfile::PrometheusTextfile(std::shared_ptr<MetricsHub> hub, std::string file,
+                                       std::chrono::nanoseconds every)
+    : hub_(std::move(hub)),
+      file_(std::move(file)),
+      every_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(every).count()) {
+  const std::filesystem::path p(file_);
+  dir_ = p.parent_path().string();
+  temp_ = (p.parent_path() / ("." + p.filename().string() + "." + std::to_string(::getpid()) + ".tmp")).string();
+}
+
+Result<void> PrometheusTextfile::write() {
+  const std::string text = hub_->text();
+  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return system_error(errno, "cannot write " + temp_);
+  std::size_t done = 0;
+  int err = 0;
+  // node_exporter runs as its own user: the file must be readable whatever the umask.
+  if (::fchmod(fd, 0644) != 0) err = errno;
+  while (err == 0 && done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      err = errno;
+    } else {
+      done += static_cast<std::size_t>(n);
+    }
+  }
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(temp_.c_str(), file_.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(temp_.c_str());
+    return system_error(err, "cannot write " + file_);
+  }
+  return {};
+}
+
+Result<void> PrometheusTextfile::publish(const Tick& tick) {
+  hub_->update(tick);
+  const int64_t now = tick.meta.timestamp_ms;
+  // A clock set back does not stop the writes.
+  if (written_ && now >= last_write_ms_ && now - last_write_ms_ < every_ms_) return {};
+  written_ = true;
+  last_write_ms_ = now;
+  auto r = write();
+  if (!r) {
+    failing_.fail(spdlog::level::err, "prometheus.textfile: {}; retrying every {} ms", r.error().message, every_ms_);
+    return r;
+  }
+  failing_.ok("prometheus.textfile: {} is written again", file_);
+  return {};
+}
+
+void PrometheusTextfile::stop(const Tick& final) {
+  hub_->update(final);
+  if (auto r = write(); !r) spdlog::error("prometheus.textfile: final figures not written: {}", r.error().message);
+}
+
+void PrometheusTextfile::retire() {
+  if (::unlink(file_.c_str()) != 0 && errno != ENOENT)
+    spdlog::warn("prometheus.textfile: cannot remove {}, which is no longer configured: {}", file_,
+                 std::strerror(errno));
+}
+
+void PrometheusTextfile::announce() const {
+  spdlog::info("writing Prometheus metrics to {} every {} ms", file_, every_ms_);
+  struct stat st{};
+  if (::stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    spdlog::warn("prometheus.textfile: the directory {} does not exist (yet); the file is written once it does "
+                 "(is node_exporter installed? Debian: prometheus-node-exporter)",
+                 dir_);
+}
+
+}  // namespace headroom::publishers

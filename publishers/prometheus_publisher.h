@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reports' figures for Prometheus (docs/metrics.md), two ways:
+// PrometheusListener serves GET /metrics over HTTP (GNU libmicrohttpd; the
+// text is prometheus-cpp's serializer's), PrometheusTextfile writes
+// node_exporter's textfile. Both read one MetricsHub, the process's single
+// set of figures: it survives a reload (the old and the new pipeline share it
+// while both exist), so counters never restart and a listener whose address
+// did not change keeps its socket. Scrapes read a copy of the figures taken
+// under a short lock, so a scrape never holds up a tick.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "agent/state_log.h"
+#include "headroom/orca/result.h"
+#include "publishers/prometheus_metrics.h"
+#include "publishers/publisher.h"
+
+struct MHD_Daemon;
+
+namespace headroom::publishers {
+
+class MetricsHub;
+
+// One HTTP listener: a socket bound to the address and the server threads
+// answering on it. Shared by the publishers of successive configurations
+// that name the same address.
+class MetricsListener {
+ public:
+  ~MetricsListener();
+  MetricsListener(const MetricsListener&) = delete;
+  MetricsListener& operator=(const MetricsListener&) = delete;
+  const std::string& address() const { return address_; }
+  int port() const { return port_; }  // the bound port (the address's, or the one port 0 got)
+
+ private:
+  friend class MetricsHub;
+  MetricsListener() = default;
+  std::string address_;
+  int port_ = 0;
+  MHD_Daemon* daemon_ = nullptr;
+};
+
+class MetricsHub {
+ public:
+  // The process's hub, made when none is alive.
+  static std::shared_ptr<MetricsHub> shared();
+
+  // Takes a tick once: the second publisher to pass the same tick (same
+  // sequence number) changes nothing.
+  void update(const Tick& tick);
+  // The exposition's families, from a copy of the figures.
+  std::vector<prometheus::MetricFamily> collect() const;
+  // The text exposition (format 0.0.4), as GET /metrics answers it.
+  std::string text() const;
+
+  // The listener on `address` ("127.0.0.1:9446", "[::1]:9446"; port 0 picks
+  // one): the running one, or a new one bound now.
+  Result<std::shared_ptr<MetricsListener>> listener(const std::string& address);
+
+  // What the listener answers to one request: status, content type, body.
+  struct Answer {
+    unsigned status = 200;
+    const char* content_type = "";
+    std::string body;
+  };
+  Answer answer(std::string_view method, std::string_view url) const;
+
+ private:
+  mutable std::mutex mutex_;
+  prom::MetricsState state_;
+  uint64_t last_seq_ = 0;
+  bool have_seq_ = false;
+
+  std::mutex listeners_mutex_;
+  std::map<std::string, std::weak_ptr<MetricsListener>> listeners_;
+};
+
+// [prometheus] listen: GET /metrics.
+class PrometheusListener final : public Publisher {
+ public:
+  // Both of [prometheus]'s publishers, as the configuration asks.
+  static std::variant<Publishers, BuildError> build(const agent::Config& config);
+
+  Result<void> publish(const Tick& tick) override;
+  void stop(const Tick& final) override { (void)publish(final); }
+  void announce() const override;
+  std::string_view name() const override { return "prometheus"; }
+  const std::string& target() const override { return address_; }
+
+ private:
+  PrometheusListener(std::shared_ptr<MetricsHub> hub, std::shared_ptr<MetricsListener> listener);
+  std::shared_ptr<MetricsHub> hub_;
+  std::shared_ptr<MetricsListener> listener_;
+  std::string address_;
+};
+
+// [prometheus] textfile: the exposition written atomically every
+// textfile_interval (and on stop), for node_exporter's textfile collector.
+class PrometheusTextfile final : public Publisher {
+ public:
+  PrometheusTextfile(std::shared_ptr<MetricsHub> hub, std::string file, std::chrono::nanoseconds every);
+
+  Result<void> publish(const Tick& tick) override;
+  // Writes the final figures; the file stays, and node_exporter's
+  // node_textfile_mtime_seconds shows its age.
+  void stop(const Tick& final) override;
+  // No longer configured: the file is removed, so node_exporter stops
+  // serving figures nobody updates.
+  void retire() override;
+  void announce() const override;
+  std::string_view name() const override { return "prometheus_textfile"; }
+  const std::string& target() const override { return file_; }
+
+ private:
+  Result<void> write();
+
+  std::shared_ptr<MetricsHub> hub_;
+  std::string file_, dir_, temp_;
+  int64_t every_ms_;
+  int64_t last_write_ms_ = 0;
+  bool written_ = false;
+  agent::FailureLatch failing_;
+};
+
+}  // namespace headroom::publishers

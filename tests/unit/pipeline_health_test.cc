@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: Apache-2.0
+// The agent's own health as the pipeline keeps it (publishers::AgentHealth),
+// read through the Prometheus figures it feeds: ticks, the last publish,
+// failures per publisher, the configuration's generation and a rejected
+// reload. On fixture trees, with a textfile as the window into each tick.
+#include "agent/pipeline.h"
+
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "temp_dir.h"
+
+namespace headroom::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+double sample(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with(series + " ")) return std::stod(line.substr(series.size() + 1));
+  ADD_FAILURE() << "no series " << series << " in:\n" << text;
+  return -1;
+}
+
+class PipelineHealthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::copy(fs::path(HEADROOM_FIXTURES) / "proc", dir_ / "proc", fs::copy_options::recursive);
+    fs::copy(fs::path(HEADROOM_FIXTURES) / "sys-cgroup2", dir_ / "sys", fs::copy_options::recursive);
+    config_.proc_root = dir_ / "proc";
+    config_.sys_root = dir_ / "sys";
+    config_.orca_dir = dir_ / "orca";
+    config_.prometheus.textfile = dir_ / "prom/headroom.prom";
+    config_.prometheus.textfile_interval = 100ms;  // the minimum; ticks here are ms apart, so...
+    fs::create_directory(dir_ / "prom");
+    EnvoyBridgeConfig bridge;
+    bridge.file = dir_ / "envoy/node.pressure";
+    config_.envoy = {bridge};
+    previous_ = spdlog::default_logger();
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>()));
+  }
+  void TearDown() override { spdlog::set_default_logger(previous_); }
+
+  Agent make() {
+    auto built = build_pipeline(config_);
+    if (auto* e = std::get_if<BuildError>(&built)) throw std::runtime_error(e->message);
+    return Agent(std::get<Pipeline>(std::move(built)));
+  }
+  // ...each look at the figures writes them with the agent's final tick.
+  std::string figures(Agent& agent) {
+    agent.stop();
+    std::ifstream in(dir_ / "prom/headroom.prom");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  testing::TempDir dir_;
+  Config config_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+TEST_F(PipelineHealthTest, TicksAndTheLastPublishAreCounted) {
+  Agent agent = make();
+  EXPECT_FALSE(agent.tick());  // the baseline publishes nothing
+  EXPECT_TRUE(agent.tick());
+  EXPECT_TRUE(agent.tick());
+  const std::string text = figures(agent);
+  EXPECT_EQ(sample(text, "headroom_ticks_total"), 2);
+  const double last = sample(text, "headroom_last_publish_timestamp_seconds");
+  const double now = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count()) /
+                     1e3;
+  EXPECT_NEAR(last, now, 5.0);
+  EXPECT_EQ(sample(text, "headroom_config_generation"), 1);
+  EXPECT_EQ(sample(text, "headroom_config_last_reload_successful"), 1);
+  EXPECT_EQ(sample(text, "headroom_ebpf_available"), 0);  // no endpoints
+  EXPECT_EQ(text.find("headroom_publish_failures_total"), std::string::npos) << "no failure yet";
+}
+
+TEST_F(PipelineHealthTest, AFailingPublisherIsCountedByNameAndTheTickStillCounts) {
+  Agent agent = make();
+  agent.tick();
+  agent.tick();
+  // The bridge's directory becomes a file: every write of the bridge fails.
+  fs::remove_all(dir_ / "envoy");
+  std::ofstream(dir_ / "envoy") << "not a directory";
+  agent.tick();
+  agent.tick();
+  agent.tick();
+  const std::string text = figures(agent);
+  EXPECT_EQ(sample(text, "headroom_publish_failures_total{publisher=\"envoy\"}"), 3);
+  EXPECT_EQ(sample(text, "headroom_ticks_total"), 4) << "node.orca was written on every tick";
+}
+
+TEST_F(PipelineHealthTest, NodeOrcaFailingStopsTheTickCount) {
+  Agent agent = make();
+  agent.tick();
+  agent.tick();
+  fs::remove_all(dir_ / "orca");
+  std::ofstream(dir_ / "orca") << "not a directory";
+  EXPECT_FALSE(agent.tick());
+  EXPECT_FALSE(agent.tick());
+  const std::string text = figures(agent);
+  EXPECT_EQ(sample(text, "headroom_ticks_total"), 1);
+  EXPECT_EQ(sample(text, "headroom_publish_failures_total{publisher=\"orca_dir\"}"), 2);
+}
+
+TEST_F(PipelineHealthTest, ReloadsCountGenerationsAndARejectedOneIsShown) {
+  Agent agent = make();
+  agent.tick();
+  agent.tick();
+  agent.reload_rejected();
+  agent.tick();
+  std::string text = figures(agent);
+  EXPECT_EQ(sample(text, "headroom_config_last_reload_successful"), 0);
+  EXPECT_EQ(sample(text, "headroom_config_generation"), 1);
+  auto next = build_pipeline(config_);
+  ASSERT_TRUE(std::holds_alternative<Pipeline>(next));
+  agent.replace(std::get<Pipeline>(std::move(next)));
+  agent.tick();
+  text = figures(agent);
+  EXPECT_EQ(sample(text, "headroom_config_last_reload_successful"), 1);
+  EXPECT_EQ(sample(text, "headroom_config_generation"), 2);
+  EXPECT_EQ(sample(text, "headroom_ticks_total"), 3) << "ticks count across the reload";
+}
+
+}  // namespace
+}  // namespace headroom::agent

@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: Apache-2.0
+// Ticks -> the Prometheus figures (publishers/prometheus_metrics.h): the
+// latency buckets from the kernel histogram, counters summed across ticks and
+// reloads, gauges from the last tick, the agent's health; and the text
+// exposition the serializer makes of them.
+#include "publishers/prometheus_metrics.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+#include "agent/report_builder.h"
+#include "probes/ebpf/endpoint_abi.h"
+
+namespace headroom::publishers::prom {
+namespace {
+
+using namespace std::chrono_literals;
+using prometheus::MetricFamily;
+using ::testing::HasSubstr;
+
+uint32_t bucket_of_seconds(double s) { return hr_hist_bucket(static_cast<uint64_t>(s * 1e9)); }
+
+// -- the latency buckets -----------------------------------------------------
+
+struct LeCase {
+  double latency_seconds;
+  std::size_t le_index;  // into kLatencyBucketsSeconds; 14 = +Inf
+};
+
+class LatencyBuckets : public ::testing::TestWithParam<LeCase> {};
+
+TEST_P(LatencyBuckets, KernelBucketCountsUnderTheFirstBoundAtOrAboveItsMidpoint) {
+  const LeCase& c = GetParam();
+  EXPECT_EQ(le_bucket_of(bucket_of_seconds(c.latency_seconds)), c.le_index) << c.latency_seconds << " s";
+}
+
+const LeCase kLeCases[] = {
+    {0.000001, 0},  {0.0003, 0},  {0.00049, 0}, {0.0007, 1}, {0.0015, 2}, {0.002, 2},  {0.004, 3},
+    {0.007, 4},     {0.0099, 4},  {0.02, 5},    {0.04, 6},   {0.08, 7},   {0.2, 8},    {0.4, 9},
+    {0.9, 10},      {2.0, 11},    {4.5, 12},    {9.5, 13},   {10.8, 14},  {60.0, 14}, {1e6, 14},
+};
+INSTANTIATE_TEST_SUITE_P(Table, LatencyBuckets, ::testing::ValuesIn(kLeCases));
+
+TEST(LatencyBuckets, EveryKernelBucketIsCountedOnceInOrder) {
+  std::size_t prev = 0;
+  for (uint32_t b = 0; b < HR_HIST_BUCKETS; ++b) {
+    const std::size_t i = le_bucket_of(b);
+    ASSERT_LT(i, kLatencyBuckets);
+    EXPECT_GE(i, prev) << "kernel bucket " << b;  // monotone: no bucket counted below a smaller one
+    prev = i;
+    const double mid = kernel_bucket_midpoint_seconds(b);
+    if (i < kLatencyBucketsSeconds.size()) {
+      EXPECT_LE(mid, kLatencyBucketsSeconds[i]) << b;
+    }
+    if (i > 0) {
+      EXPECT_GT(mid, kLatencyBucketsSeconds[i - 1]) << b;
+    }
+  }
+  EXPECT_EQ(le_bucket_of(HR_HIST_BUCKETS), kLatencyBuckets - 1);  // out of range: +Inf, never past the array
+}
+
+TEST(LatencyBuckets, MidpointIsWithinTheKernelBucket) {
+  for (uint32_t b = 0; b + 1 < HR_HIST_BUCKETS; ++b) {
+    const double lo = static_cast<double>(hr_hist_lower_ns(b)) / 1e9;
+    const double hi = static_cast<double>(hr_hist_lower_ns(b + 1)) / 1e9;
+    EXPECT_GE(kernel_bucket_midpoint_seconds(b), lo);
+    EXPECT_LT(kernel_bucket_midpoint_seconds(b), hi);
+    // The documented bound on _sum's error: half a bucket, at most 1/32 of its value.
+    if (b >= HR_HIST_SUB) {
+      EXPECT_LE((hi - lo) / 2, kernel_bucket_midpoint_seconds(b) / 31.0) << b;
+    }
+  }
+}
+
+// -- counters ----------------------------------------------------------------
+
+agent::EndpointInterval interval(uint64_t completed, std::vector<std::pair<double, uint32_t>> latencies) {
+  agent::EndpointInterval iv;
+  iv.seconds = 0.1;
+  iv.completed = completed;
+  iv.errors = 1;
+  iv.aborted = 2;
+  iv.over_target = 3;
+  iv.over_max = 1;
+  for (const auto& [s, n] : latencies) iv.hist.emplace_back(bucket_of_seconds(s), n);
+  return iv;
+}
+
+TEST(EndpointCounts, AddSumsEveryCounterAndTheHistogram) {
+  EndpointCounts c;
+  c.add(interval(10, {{0.002, 7}, {0.3, 3}}));
+  c.add(interval(5, {{0.002, 5}}));
+  EXPECT_EQ(c.requests, 15u);
+  EXPECT_EQ(c.errors, 2u);
+  EXPECT_EQ(c.aborted, 4u);
+  EXPECT_EQ(c.over_target, 6u);
+  EXPECT_EQ(c.over_max, 2u);
+  EXPECT_EQ(c.latency[2], 12u);  // le 0.0025
+  EXPECT_EQ(c.latency[9], 3u);   // le 0.5
+  EXPECT_NEAR(c.latency_sum_seconds, 12 * 0.002 + 3 * 0.3, (12 * 0.002 + 3 * 0.3) / 32);
+}
+
+// -- the state and its families ----------------------------------------------
+
+agent::EndpointConfig endpoint(const std::string& name, std::chrono::milliseconds target) {
+  agent::EndpointConfig e;
+  e.name = name;
+  e.port = 8080;
+  e.target = target;
+  e.max = target * 10;
+  return e;
+}
+
+// Family name -> (labels as "k=v,k=v" -> value), gauges and counters only.
+using Samples = std::map<std::string, std::map<std::string, double>>;
+Samples samples(const std::vector<MetricFamily>& families) {
+  Samples out;
+  for (const auto& f : families) {
+    for (const auto& m : f.metric) {
+      std::string key;
+      for (const auto& l : m.label) key += (key.empty() ? "" : ",") + l.name + "=" + l.value;
+      out[f.name][key] = f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
+    }
+  }
+  return out;
+}
+
+const MetricFamily* find(const std::vector<MetricFamily>& families, const std::string& name) {
+  for (const auto& f : families)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+class MetricsStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.endpoints = {endpoint("api", 10ms), endpoint("web", 50ms)};
+    tick_.meta = {1'700'000'000'000, 1, 100, false};
+    tick_.node.signals = {{"cpu", 1.4}, {"cpu.pressure", 0.25}, {"memory", 0.5}};
+    agent::node_values(tick_.node, config_, tick_.values);
+    api_.share_over_target = 0.3;
+    api_.share_over_max = 0.05;
+    api_.inflight_now = 4;
+    api_.pending = 2;
+    api_interval_ = interval(10, {{0.002, 7}, {0.3, 3}});
+    tick_.endpoints = {{&config_.endpoints[0], &api_, &api_interval_}, {&config_.endpoints[1], nullptr, nullptr}};
+    tick_.health.ticks = 41;
+    tick_.health.last_publish_ms = 1'700'000'000'000;
+    tick_.health.ebpf_running = true;
+    tick_.health.publish_failures = {{"envoy", 3}};
+  }
+
+  agent::Config config_;
+  Tick tick_;
+  agent::EndpointSignals api_;
+  agent::EndpointInterval api_interval_;
+  MetricsState state_;
+};
+
+TEST_F(MetricsStateTest, GaugesAreTheReportsValues) {
+  state_.update(tick_);
+  const auto s = samples(state_.families("1.2.3"));
+  // node.orca: utilization clamped to [0, 1], cpu_utilization not.
+  EXPECT_EQ(s.at("headroom_utilization_ratio").at("scope=node,signal=cpu"), 1.0);
+  EXPECT_EQ(s.at("headroom_utilization_ratio").at("scope=node,signal=cpu.pressure"), 0.25);
+  EXPECT_EQ(s.at("headroom_utilization_ratio").at("scope=node,signal=memory"), 0.5);
+  EXPECT_EQ(s.at("headroom_cpu_utilization_ratio").at("scope=node"), 1.4);
+  EXPECT_EQ(s.at("headroom_memory_utilization_ratio").at("scope=node"), 0.5);
+  EXPECT_EQ(s.at("headroom_application_utilization_ratio").at("scope=node"), tick_.values.application_utilization);
+  // endpoint.api.orca: what build_endpoint_report puts in its utilization map.
+  const orca::Report api_report = agent::build_endpoint_report(config_.endpoints[0], &api_, tick_.meta);
+  std::size_t api_series = 0;
+  for (const auto& [key, value] : api_report.utilization()) {
+    EXPECT_EQ(s.at("headroom_utilization_ratio").at("endpoint=api,scope=endpoint,signal=" + key), value) << key;
+    ++api_series;
+  }
+  EXPECT_EQ(api_series, 2u);
+  EXPECT_EQ(s.at("headroom_application_utilization_ratio").at("endpoint=api,scope=endpoint"),
+            api_report.application_utilization());
+  EXPECT_EQ(s.at("headroom_endpoint_requests_in_flight").at("endpoint=api"), 4);
+  EXPECT_EQ(s.at("headroom_endpoint_requests_pending").at("endpoint=api"), 2);
+  // web is not measured: no utilization or in-flight series, but its counters and SLO.
+  EXPECT_FALSE(s.at("headroom_application_utilization_ratio").contains("endpoint=web,scope=endpoint"));
+  EXPECT_FALSE(s.at("headroom_endpoint_requests_in_flight").contains("endpoint=web"));
+  EXPECT_EQ(s.at("headroom_endpoint_requests_total").at("endpoint=web"), 0);
+  EXPECT_EQ(s.at("headroom_endpoint_slo_seconds").at("endpoint=web,slo=target"), 0.05);
+  EXPECT_EQ(s.at("headroom_endpoint_slo_seconds").at("endpoint=web,slo=max"), 0.5);
+}
+
+TEST_F(MetricsStateTest, AgentHealth) {
+  state_.update(tick_);
+  const auto s = samples(state_.families("1.2.3"));
+  EXPECT_EQ(s.at("headroom_build_info").at("version=1.2.3"), 1);
+  EXPECT_EQ(s.at("headroom_ticks_total").at(""), 41);
+  EXPECT_EQ(s.at("headroom_last_publish_timestamp_seconds").at(""), 1'700'000'000.0);
+  EXPECT_EQ(s.at("headroom_publish_failures_total").at("publisher=envoy"), 3);
+  EXPECT_EQ(s.at("headroom_interval_seconds").at(""), 0.1);
+  EXPECT_EQ(s.at("headroom_endpoints").at(""), 2);
+  EXPECT_EQ(s.at("headroom_ebpf_available").at(""), 1);
+  EXPECT_EQ(s.at("headroom_config_generation").at(""), 1);
+  EXPECT_EQ(s.at("headroom_config_last_reload_successful").at(""), 1);
+  tick_.health.ebpf_running = false;
+  tick_.health.last_reload_ok = false;
+  tick_.health.config_generation = 4;
+  state_.update(tick_);
+  const auto t = samples(state_.families("1.2.3"));
+  EXPECT_EQ(t.at("headroom_ebpf_available").at(""), 0);
+  EXPECT_EQ(t.at("headroom_config_last_reload_successful").at(""), 0);
+  EXPECT_EQ(t.at("headroom_config_generation").at(""), 4);
+}
+
+TEST_F(MetricsStateTest, CountersRiseTickByTick) {
+  state_.update(tick_);
+  state_.update(tick_);
+  tick_.endpoints[0].interval = nullptr;  // nothing counted this tick (a baseline after a reload)
+  state_.update(tick_);
+  const auto s = samples(state_.families("x"));
+  EXPECT_EQ(s.at("headroom_endpoint_requests_total").at("endpoint=api"), 20);
+  EXPECT_EQ(s.at("headroom_endpoint_errors_total").at("endpoint=api"), 2);
+  EXPECT_EQ(s.at("headroom_endpoint_requests_aborted_total").at("endpoint=api"), 4);
+  EXPECT_EQ(s.at("headroom_endpoint_requests_over_slo_total").at("endpoint=api,slo=target"), 6);
+  EXPECT_EQ(s.at("headroom_endpoint_requests_over_slo_total").at("endpoint=api,slo=max"), 2);
+}
+
+TEST_F(MetricsStateTest, HistogramIsCumulativeAndEndsAtTheCount) {
+  state_.update(tick_);
+  const auto families = state_.families("x");
+  const MetricFamily* f = find(families, "headroom_endpoint_request_duration_seconds");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->type, prometheus::MetricType::Histogram);
+  ASSERT_EQ(f->metric.size(), 2u);
+  const auto& h = f->metric[0].histogram;
+  ASSERT_EQ(h.bucket.size(), kLatencyBuckets);
+  const std::map<double, uint64_t> expected = {{0.001, 0}, {0.0025, 7}, {0.25, 7}, {0.5, 10}, {10, 10}};
+  for (std::size_t i = 0; i < h.bucket.size(); ++i) {
+    if (i > 0) {
+      EXPECT_GE(h.bucket[i].cumulative_count, h.bucket[i - 1].cumulative_count);
+    }
+    if (auto it = expected.find(h.bucket[i].upper_bound); it != expected.end()) {
+      EXPECT_EQ(h.bucket[i].cumulative_count, it->second) << "le " << it->first;
+    }
+  }
+  EXPECT_TRUE(std::isinf(h.bucket.back().upper_bound));
+  EXPECT_EQ(h.bucket.back().cumulative_count, 10u);
+  EXPECT_EQ(h.sample_count, 10u);  // = requests_total: answered requests
+  EXPECT_NEAR(h.sample_sum, 7 * 0.002 + 3 * 0.3, 0.03);
+}
+
+TEST_F(MetricsStateTest, CountsFollowTheEndpointNameAcrossAReload) {
+  state_.update(tick_);
+  // The reload: web first, api second, and a new endpoint "new"; api keeps its counts.
+  agent::Config next;
+  next.endpoints = {endpoint("web", 50ms), endpoint("new", 5ms), endpoint("api", 10ms)};
+  tick_.endpoints = {{&next.endpoints[0], nullptr, nullptr},
+                     {&next.endpoints[1], nullptr, nullptr},
+                     {&next.endpoints[2], &api_, &api_interval_}};
+  state_.update(tick_);
+  auto s = samples(state_.families("x"));
+  EXPECT_EQ(s.at("headroom_endpoint_requests_total").at("endpoint=api"), 20);
+  EXPECT_EQ(s.at("headroom_endpoint_requests_total").at("endpoint=new"), 0);
+  EXPECT_EQ(s.at("headroom_endpoints").at(""), 3);
+  ASSERT_EQ(state_.endpoints().size(), 3u);
+  EXPECT_EQ(state_.endpoints()[0].name, "web");
+  EXPECT_EQ(state_.endpoints()[2].name, "api");
+  // A reload that removes api drops its series.
+  tick_.endpoints.pop_back();
+  state_.update(tick_);
+  s = samples(state_.families("x"));
+  EXPECT_FALSE(s.at("headroom_endpoint_requests_total").contains("endpoint=api"));
+  EXPECT_EQ(s.at("headroom_endpoints").at(""), 2);
+}
+
+TEST_F(MetricsStateTest, NoTickYetMeansNoUtilizationSeries) {
+  const auto families = state_.families("x");
+  EXPECT_EQ(find(families, "headroom_utilization_ratio"), nullptr);
+  EXPECT_EQ(find(families, "headroom_last_publish_timestamp_seconds"), nullptr);
+  EXPECT_NE(find(families, "headroom_build_info"), nullptr);
+  for (const auto& f : families) EXPECT_FALSE(f.metric.empty()) << f.name;  // empty families are left out
+}
+
+TEST_F(MetricsStateTest, TextExpositionFollowsTheConventions) {
+  state_.update(tick_);
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, state_.families("1.2.3"));
+  const std::string text = out.str();
+  EXPECT_THAT(text, HasSubstr("# TYPE headroom_endpoint_request_duration_seconds histogram\n"));
+  EXPECT_THAT(text, HasSubstr("headroom_endpoint_request_duration_seconds_bucket{endpoint=\"api\",le=\"+Inf\"} 10\n"));
+  EXPECT_THAT(text, HasSubstr("headroom_endpoint_request_duration_seconds_bucket{endpoint=\"api\",le=\"0.0025\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE headroom_endpoint_requests_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("headroom_utilization_ratio{scope=\"node\",signal=\"cpu.pressure\"} 0.25\n"));
+  std::istringstream lines(text);
+  std::string line;
+  std::map<std::string, int> helps, types;
+  while (std::getline(lines, line)) {
+    if (line.starts_with("# HELP ")) ++helps[line.substr(7, line.find(' ', 7) - 7)];
+    else if (line.starts_with("# TYPE ")) ++types[line.substr(7, line.find(' ', 7) - 7)];
+    else {
+      EXPECT_TRUE(line.starts_with("headroom_")) << line;
+      // No timestamps: a sample line is the series and one value.
+      const std::string series_and_value = line.substr(line.rfind('}') == std::string::npos ? 0 : line.rfind('}'));
+      EXPECT_EQ(std::count(series_and_value.begin(), series_and_value.end(), ' '), 1) << line;
+    }
+  }
+  EXPECT_EQ(helps, types);
+  for (const auto& [name, n] : helps) {
+    EXPECT_EQ(n, 1) << name;
+    const bool counter = name.ends_with("_total");
+    EXPECT_EQ(counter, text.find("# TYPE " + name + " counter") != std::string::npos) << name;
+  }
+}
+
+}  // namespace
+}  // namespace headroom::publishers::prom
