@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -313,6 +314,32 @@ TEST_F(MetricsStateTest, TextExpositionFollowsTheConventions) {
     EXPECT_EQ(n, 1) << name;
     const bool counter = name.ends_with("_total");
     EXPECT_EQ(counter, text.find("# TYPE " + name + " counter") != std::string::npos) << name;
+  }
+}
+
+// docs/metrics.md is the contract: every family headroomd exposes has a row
+// (name, type) there and appears in at least one example query.
+TEST_F(MetricsStateTest, DocsNameEveryMetricWithItsTypeAndAQuery) {
+  state_.update(tick_);
+  std::ifstream in(std::string(HEADROOM_SOURCE_DIR) + "/docs/metrics.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  const std::string text = doc.str();
+  ASSERT_FALSE(text.empty());
+  std::string queries;
+  for (std::size_t at = 0; (at = text.find("```promql\n", at)) != std::string::npos;) {
+    const std::size_t end = text.find("```\n", at + 10);
+    queries += text.substr(at, end - at);
+    at = end;
+  }
+  const std::map<prometheus::MetricType, std::string> types = {{prometheus::MetricType::Counter, "counter"},
+                                                               {prometheus::MetricType::Gauge, "gauge"},
+                                                               {prometheus::MetricType::Histogram, "histogram"}};
+  const auto families = state_.families("x");
+  EXPECT_EQ(families.size(), 21u) << "a metric was added or removed: update docs/metrics.md and this count";
+  for (const auto& f : families) {
+    EXPECT_THAT(text, HasSubstr("| `" + f.name + "` | " + types.at(f.type) + " |")) << f.name;
+    EXPECT_THAT(queries, HasSubstr(f.name)) << "no example query uses " << f.name;
   }
 }
 
