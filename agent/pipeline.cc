@@ -108,11 +108,18 @@ void Agent::note_published() {
   tick_.health.last_publish_ms = tick_.meta.timestamp_ms;
 }
 
-void Agent::note_failure(std::string_view publisher) {
-  auto& failures = tick_.health.publish_failures;
+namespace {
+uint64_t& failures_of(std::vector<std::pair<std::string, uint64_t>>& failures, std::string_view publisher) {
   auto it = std::find_if(failures.begin(), failures.end(), [&](const auto& f) { return f.first == publisher; });
-  if (it == failures.end()) failures.emplace_back(std::string(publisher), 1);
-  else ++it->second;
+  if (it == failures.end()) return failures.emplace_back(std::string(publisher), 0).second;
+  return it->second;
+}
+}  // namespace
+
+void Agent::note_failure(std::string_view publisher) { ++failures_of(tick_.health.publish_failures, publisher); }
+
+void Agent::count_publishers() {
+  for (const auto& pub : p_.publishers) (void)failures_of(tick_.health.publish_failures, pub->name());
 }
 
 void Agent::reload_rejected() { tick_.health.last_reload_ok = false; }
@@ -152,6 +159,7 @@ void Agent::replace(Pipeline next) {
       next.config.interval == p_.config.interval && next.config.smoothing == p_.config.smoothing;
   if (same_smoothing) next.smoother = std::move(p_.smoother);
   p_ = std::move(next);
+  count_publishers();
   ++tick_.health.config_generation;
   tick_.health.last_reload_ok = true;
 }

@@ -40,7 +40,7 @@ void announce(const Pipeline& p);
 
 class Agent {
  public:
-  explicit Agent(Pipeline p) : p_(std::move(p)) {}
+  explicit Agent(Pipeline p) : p_(std::move(p)) { count_publishers(); }
 
   // One sampling step; publishes when the sample is complete enough (not on
   // the first call, which is the rates' baseline). True when the essential
@@ -74,6 +74,9 @@ class Agent {
   // The health the publishers see (tick_.health).
   void note_published();
   void note_failure(std::string_view publisher);
+  // Every publisher of the pipeline has its failure count, 0 until it fails
+  // (a counter exported from the start, as Prometheus wants).
+  void count_publishers();
 
   Pipeline p_;
   publishers::Tick tick_;  // kept across ticks: its maps and vectors are refilled, not rebuilt

@@ -38,7 +38,8 @@ struct AgentHealth {
   uint64_t ticks = 0;              // ticks whose essential publishers succeeded
   int64_t last_publish_ms = 0;     // Unix ms of the last such tick; 0: none yet
   bool ebpf_running = false;       // the eBPF endpoint probe is attached
-  // Failed publishes since start, by publisher name, in first-failure order.
+  // Failed publishes since start, by publisher name: every publisher the
+  // agent has run, 0 until it fails.
   std::vector<std::pair<std::string, uint64_t>> publish_failures;
 };
 

@@ -85,7 +85,10 @@ TEST_F(PipelineHealthTest, TicksAndTheLastPublishAreCounted) {
   EXPECT_EQ(sample(text, "headroom_config_generation"), 1);
   EXPECT_EQ(sample(text, "headroom_config_last_reload_successful"), 1);
   EXPECT_EQ(sample(text, "headroom_ebpf_available"), 0);  // no endpoints
-  EXPECT_EQ(text.find("headroom_publish_failures_total"), std::string::npos) << "no failure yet";
+  // Every publisher's counter is there from the start, at 0.
+  EXPECT_EQ(sample(text, "headroom_publish_failures_total{publisher=\"orca_dir\"}"), 0);
+  EXPECT_EQ(sample(text, "headroom_publish_failures_total{publisher=\"envoy\"}"), 0);
+  EXPECT_EQ(sample(text, "headroom_publish_failures_total{publisher=\"prometheus_textfile\"}"), 0);
 }
 
 TEST_F(PipelineHealthTest, AFailingPublisherIsCountedByNameAndTheTickStillCounts) {
