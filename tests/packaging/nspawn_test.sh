@@ -5,7 +5,8 @@
 # installed with dpkg -i, then: the unit is active, node.orca is a valid
 # report, readers can read but not replace it, a rejected reload keeps the
 # old configuration, the eBPF endpoint probes load and count requests as
-# user headroom, a stopped daemon is restarted by the watchdog, and
+# user headroom, [prometheus] serves /metrics and writes the textfile with
+# the packaged drop-in, a stopped daemon is restarted by the watchdog, and
 # dpkg --purge leaves nothing behind. Recipe: SYSTEMD-AND-PACKAGING notes
 # (private /run tmpfs via unshare, --register=no --keep-unit, own cgroup).
 #   nspawn_test.sh BUILD_DIR SOURCE_DIR
@@ -193,6 +194,30 @@ awk -v r="${requests:-0}" 'BEGIN { exit !(r > 50) }' ||
 wait "$loadpid" || fail "hr-test-load failed: $(cat "$work/root/root/load.json" 2>/dev/null)"
 ct pkill -f hr-test-server || true
 echo "eBPF under the unit: probe attached as headroom, endpoint.web.orca counted $requests requests in its window"
+
+# --- [prometheus] under the unit, with the packaged drop-in: /metrics on
+# loopback and node_exporter's textfile, as user headroom; the restart that
+# the drop-in needs keeps everything else as it was.
+ct mkdir -p /etc/systemd/system/headroomd.service.d /var/lib/prometheus/node-exporter
+ct cp /usr/share/doc/headroom/prometheus.conf /etc/systemd/system/headroomd.service.d/prometheus.conf
+ct chgrp headroom /var/lib/prometheus/node-exporter
+ct chmod 775 /var/lib/prometheus/node-exporter
+ct sh -c "printf '\n[prometheus]\nlisten = \"127.0.0.1:9446\"\ntextfile = \"/var/lib/prometheus/node-exporter/headroom.prom\"\ntextfile_interval = \"1s\"\n' >> /etc/headroom/headroom.toml"
+ct systemctl daemon-reload
+ct systemctl restart headroomd.service
+[ "$(ct systemctl is-active headroomd.service)" = active ] || { journal >&2; fail "unit not active with [prometheus] and the drop-in"; }
+scrape() { ct bash -c 'exec 3<>/dev/tcp/127.0.0.1/9446 && printf "GET /metrics HTTP/1.0\r\n\r\n" >&3 && cat <&3'; }
+within 10 'scrape 2>/dev/null | grep -q "^headroom_ticks_total "' ||
+  { journal >&2; fail "no /metrics on 127.0.0.1:9446 under the unit: $(scrape 2>&1 | head -n 5)"; }
+scrape | grep -q '^headroom_ebpf_available 1$' || fail "/metrics says eBPF is not available under the unit"
+scrape | grep -q '^headroom_endpoint_requests_total{endpoint="web"} ' || fail "/metrics lacks the endpoint's counter"
+within 10 'ct test -s /var/lib/prometheus/node-exporter/headroom.prom' || { journal >&2; fail "no textfile under the unit"; }
+[ "$(ct stat -c '%a %U' /var/lib/prometheus/node-exporter/headroom.prom)" = "644 headroom" ] ||
+  fail "the textfile is $(ct stat -c '%a %U' /var/lib/prometheus/node-exporter/headroom.prom)"
+ct grep -q '^headroom_build_info{version=' /var/lib/prometheus/node-exporter/headroom.prom || fail "the textfile lacks headroom_build_info"
+caps=$(ct grep -E '^CapEff:' "/proc/$(main_pid)/status")
+echo "$caps" | grep -q "$expect\$" || fail "the drop-in changed the capabilities: $caps"
+echo "prometheus under the unit: /metrics on 127.0.0.1:9446 and the textfile (644 headroom), same capabilities"
 
 # --- reinstall (the upgrade path of the scripts): the daemon is restarted
 # on the new files, stays enabled, and a local edit of the conffile survives.

@@ -21,7 +21,8 @@ expected="/usr/sbin/headroomd /usr/bin/headroomctl /usr/lib/systemd/system/headr
 /usr/lib/sysusers.d/headroom.conf /etc/headroom/headroom.toml /usr/share/man/man8/headroomd.8.gz
 /usr/share/man/man1/headroomctl.1.gz /usr/share/man/man5/headroom.toml.5.gz
 /usr/share/doc/headroom/copyright /usr/share/doc/headroom/changelog.Debian.gz
-/usr/share/doc/headroom/older-kernels.conf /usr/include/headroom/orca/headroom_orca.h"
+/usr/share/doc/headroom/older-kernels.conf /usr/share/doc/headroom/prometheus.conf
+/usr/include/headroom/orca/headroom_orca.h"
 lib_expected="libheadroom-orca.so.0 headroom-orca.pc"
 
 # --- .deb
