@@ -20,7 +20,8 @@ apt-get install -y -q --no-install-recommends \
   systemd systemd-container debootstrap \
   rpm lintian dpkg-dev file fakeroot \
   ccache \
-  prometheus-cpp-dev libmicrohttpd-dev prometheus prometheus-node-exporter python3-yaml
+  prometheus-cpp-dev libmicrohttpd-dev prometheus prometheus-node-exporter python3-yaml \
+  podman runc
 # clang, llvm (llvm-strip) and bpftool build the eBPF programs; nginx-light
 # and wrk are a third-party server and load generator for the eBPF tests and
 # benchmarks. The two lines before ccache are for the packaging tests (tests/packaging/): systemd
@@ -28,3 +29,8 @@ apt-get install -y -q --no-install-recommends \
 # in a container, rpm (rpmbuild for CPack, rpm -qp checks), lintian, dpkg-dev
 # (dpkg-shlibdeps for CPACK_DEBIAN_PACKAGE_SHLIBDEPS) and file (CPack's strip step).
 # ccache keeps compiled objects between runs of tests/run-all.sh (CI included).
+# prometheus-cpp-dev (the text exposition) and libmicrohttpd-dev (the HTTP
+# server) build the Prometheus publisher; prometheus (the server and
+# promtool), prometheus-node-exporter and python3-yaml are the real consumers
+# its tests run (tests/prometheus/, tests/packaging/); podman and runc build
+# and run the Kubernetes image (tests/packaging/image_test.sh).

@@ -14,6 +14,7 @@ set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 build_dir=${1:-build}
+image=${2:-}
 set -- "$build_dir"/headroom_*_amd64.deb
 if [ "$#" -ne 1 ] || [ ! -f "$1" ]; then
   echo "build-image.sh: need exactly one headroom_*_amd64.deb in $build_dir (cmake --build $build_dir -t packages)" >&2
@@ -21,7 +22,7 @@ if [ "$#" -ne 1 ] || [ ! -f "$1" ]; then
 fi
 deb=$1
 version=$(basename "$deb" | sed -n 's/^headroom_\([^-_]*\)-.*_amd64\.deb$/\1/p')
-image=${2:-headroom:$version}
+image=${image:-headroom:$version}
 
 if command -v podman >/dev/null 2>&1; then
   tool=podman
