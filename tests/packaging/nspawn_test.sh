@@ -202,9 +202,14 @@ ct mkdir -p /etc/systemd/system/headroomd.service.d /var/lib/prometheus/node-exp
 ct cp /usr/share/doc/headroom/prometheus.conf /etc/systemd/system/headroomd.service.d/prometheus.conf
 ct chgrp headroom /var/lib/prometheus/node-exporter
 ct chmod 775 /var/lib/prometheus/node-exporter
-ct sh -c "printf '\n[prometheus]\nlisten = \"127.0.0.1:9446\"\ntextfile = \"/var/lib/prometheus/node-exporter/headroom.prom\"\ntextfile_interval = \"1s\"\n' >> /etc/headroom/headroom.toml"
+# The installed file has a [prometheus] table with every key at its default (off).
+ct sed -i -e 's|^listen = ""$|listen = "127.0.0.1:9446"|' \
+  -e 's|^textfile = ""$|textfile = "/var/lib/prometheus/node-exporter/headroom.prom"|' \
+  -e 's|^textfile_interval = "15s"$|textfile_interval = "1s"|' /etc/headroom/headroom.toml
+[ "$(ct grep -c -e '^listen = "127.0.0.1:9446"$' -e '^textfile = "/var/lib/prometheus/node-exporter/headroom.prom"$' \
+  -e '^textfile_interval = "1s"$' /etc/headroom/headroom.toml)" = 3 ] || fail "the installed headroom.toml has no [prometheus] keys at their defaults"
 ct systemctl daemon-reload
-ct systemctl restart headroomd.service
+ct systemctl restart headroomd.service || { journal | tail -n 20 >&2; fail "the unit did not restart with [prometheus] and the drop-in"; }
 [ "$(ct systemctl is-active headroomd.service)" = active ] || { journal >&2; fail "unit not active with [prometheus] and the drop-in"; }
 scrape() { ct bash -c 'exec 3<>/dev/tcp/127.0.0.1/9446 && printf "GET /metrics HTTP/1.0\r\n\r\n" >&3 && cat <&3'; }
 within 10 'scrape 2>/dev/null | grep -q "^headroom_ticks_total "' ||
