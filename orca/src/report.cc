@@ -46,18 +46,26 @@ std::string report_file_name(std::string_view scope) {
 
 Result<ReportMetadata> metadata_of(const Report& report) {
   const auto& nm = report.named_metrics();
-  auto get = [&](std::string_view key) -> Result<double> {
+  // Each value must fit the integer it becomes (casting a larger double is
+  // undefined behaviour), and a report may not declare an interval longer
+  // than an agent can run with: it would never read as stale.
+  constexpr double kExactIntegers = 9'007'199'254'740'992.0;  // 2^53
+  constexpr double kMaxIntervalMs = 3'600'000.0;               // agent.interval's bound, 1 h
+  auto get = [&](std::string_view key, double max) -> Result<double> {
     auto it = nm.find(std::string(key));
     if (it == nm.end()) return logic_error("named_metrics lacks \"" + std::string(key) + "\"");
     if (!std::isfinite(it->second) || it->second < 0)
       return logic_error("named_metrics[\"" + std::string(key) + "\"] is not a finite value >= 0");
+    if (it->second > max)
+      return logic_error("named_metrics[\"" + std::string(key) + "\"] is larger than " +
+                         std::to_string(static_cast<int64_t>(max)));
     return it->second;
   };
-  auto ts = get(kTimestampMsKey);
+  auto ts = get(kTimestampMsKey, kExactIntegers);
   if (!ts) return ts.error();
-  auto seq = get(kSeqKey);
+  auto seq = get(kSeqKey, kExactIntegers);
   if (!seq) return seq.error();
-  auto interval = get(kIntervalMsKey);
+  auto interval = get(kIntervalMsKey, kMaxIntervalMs);
   if (!interval) return interval.error();
   ReportMetadata md;
   md.timestamp_ms = static_cast<int64_t>(*ts);

@@ -253,5 +253,39 @@ TEST(Staleness, Table) {
   EXPECT_NE(s.reason.find("headroom.seq"), std::string::npos);
 }
 
+// Metadata that would overflow its integer (undefined behaviour in the cast)
+// or declare an interval no agent runs with is an error, so such a report
+// reads as stale instead of fresh for ever.
+TEST(Metadata, OutOfRangeValuesAreErrors) {
+  struct Case {
+    std::string_view key;
+    double value;
+    bool ok;
+  } cases[] = {
+      {kTimestampMsKey, 1e19, false},
+      {kTimestampMsKey, 9'007'199'254'740'994.0, false},  // 2^53 + 2, the next double
+      {kTimestampMsKey, 9'007'199'254'740'992.0, true},   // 2^53
+      {kSeqKey, 1e300, false},
+      {kSeqKey, 1e15, true},
+      {kIntervalMsKey, 1e15, false},
+      {kIntervalMsKey, 3'600'001, false},
+      {kIntervalMsKey, 3'600'000, true},
+  };
+  for (const auto& c : cases) {
+    Report r = sample_report();
+    (*r.mutable_named_metrics())[std::string(c.key)] = c.value;
+    auto md = metadata_of(r);
+    EXPECT_EQ(static_cast<bool>(md), c.ok) << c.key << " = " << c.value;
+    if (!c.ok) {
+      EXPECT_NE(md.error().message.find(std::string(c.key)), std::string::npos) << md.error().message;
+      EXPECT_TRUE(check_staleness(r, 1'700'000'000'000).stale) << c.key;
+    }
+  }
+  // A report from 10 s ago that declares a huge interval is stale, not fresh.
+  Report r = sample_report();
+  (*r.mutable_named_metrics())[std::string(kIntervalMsKey)] = 1e15;
+  EXPECT_TRUE(check_staleness(r, 1'700'000'010'000).stale);
+}
+
 }  // namespace
 }  // namespace headroom::orca
