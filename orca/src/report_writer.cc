@@ -45,7 +45,9 @@ bool is_temporary_name(std::string_view entry, std::string_view name) {
   if (!entry.starts_with(name)) return false;
   entry.remove_prefix(name.size());
   if (!entry.starts_with('.') || entry.size() < 5 + 1) return false;
-  const std::string_view pid = entry.substr(1, entry.size() - 5);
+  // "<pid>", or "<pid>.1" (the second name, when the first is blocked).
+  std::string_view pid = entry.substr(1, entry.size() - 5);
+  if (pid.ends_with(".1")) pid.remove_suffix(2);
   return !pid.empty() && pid.find_first_not_of("0123456789") == std::string_view::npos;
 }
 
@@ -149,9 +151,22 @@ Result<void> ReportFileWriter::write_bytes(std::string_view name, std::string_vi
   }
   if (fd < 0 && errno == EEXIST) {
     // Left behind by a crash of a process that had our pid, or planted. Remove the
-    // name itself (unlinkat never follows a symlink) and try once more.
-    ::unlinkat(dirfd_, tmp, 0);
+    // name itself (unlinkat never follows a symlink; an empty directory goes
+    // too) and try once more.
+    if (::unlinkat(dirfd_, tmp, 0) != 0 && errno == EISDIR) ::unlinkat(dirfd_, tmp, AT_REMOVEDIR);
     fd = ::openat(dirfd_, tmp, flags, options_.mode);
+  }
+  if (fd < 0 && errno == EEXIST) {
+    // A directory with entries holds the name: not ours to empty. This write
+    // goes through a second temporary name, ".<name>.<pid>.1.tmp".
+    tmp_name_.resize(tmp_name_.size() - 4);
+    tmp_name_.append(".1.tmp");
+    tmp = tmp_name_.c_str();
+    fd = ::openat(dirfd_, tmp, flags, options_.mode);
+    if (fd < 0 && errno == EEXIST) {
+      ::unlinkat(dirfd_, tmp, 0);
+      fd = ::openat(dirfd_, tmp, flags, options_.mode);
+    }
   }
   if (fd < 0) return system_error(errno, "create " + dir_ + "/" + tmp_name_);
 

@@ -89,6 +89,30 @@ TEST(ReportFileWriter, NeverFollowsASymlinkPlantedAtTheTemporaryName) {
   EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"node.orca"});
 }
 
+// A directory planted at the temporary name does not stop publishing: an
+// empty one is removed; one with entries is left alone (it is not ours to
+// empty) and the write goes through the second temporary name.
+TEST(ReportFileWriter, ADirectoryPlantedAtTheTemporaryNameDoesNotStopPublishing) {
+  TempDir dir;
+  const std::string tmp = dir / (".node.orca." + std::to_string(::getpid()) + ".tmp");
+  ASSERT_EQ(::mkdir(tmp.c_str(), 0755), 0);
+  auto w = ReportFileWriter::open(dir.path());
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(w->write("node.orca", sample_report(1)));
+  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"node.orca"});  // the empty directory is gone
+  ASSERT_EQ(::mkdir(tmp.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((tmp + "/inside").c_str(), 0755), 0);
+  for (uint64_t seq = 2; seq <= 4; ++seq) {
+    auto r = w->write("node.orca", sample_report(seq));
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(metadata_of(*read_report_file(dir / "node.orca"))->seq, seq);
+  }
+  const std::string planted = ".node.orca." + std::to_string(::getpid()) + ".tmp";
+  EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{planted, "node.orca"}));  // left alone, nothing else left
+  EXPECT_TRUE(is_temporary_name(planted.substr(0, planted.size() - 4) + ".1.tmp", "node.orca"));
+  EXPECT_FALSE(is_temporary_name(".node.orca.12.2.tmp", "node.orca"));
+}
+
 TEST(ReportFileWriter, ReplacesASymlinkAtTheFinalNameInsteadOfWritingThroughIt) {
   TempDir dir, elsewhere;
   const std::string victim = elsewhere.write("victim", "precious");

@@ -19,14 +19,18 @@ struct WriterOptions {
 };
 
 // Whether `entry` is a temporary this class leaves behind when killed
-// mid-write: any ".*.tmp", or with `name` only ".<name>.<pid>.tmp".
+// mid-write: any ".*.tmp", or with `name` only ".<name>.<pid>.tmp" and
+// ".<name>.<pid>.1.tmp".
 bool is_temporary_name(std::string_view entry, std::string_view name = {});
 
 // Writes files so that a reader sees either the previous or the new content,
 // never a mix: the bytes go to a temporary file in the same directory
 // (".<name>.<pid>.tmp", created with O_EXCL|O_NOFOLLOW so a planted symlink is
 // never followed), which is then renamed over the final name (rename replaces a
-// symlink at the final name instead of following it). On any failure the
+// symlink at the final name instead of following it). Whatever holds the
+// temporary name is removed first (a file, a symlink, an empty directory); a
+// directory with entries is left alone and a second temporary name used
+// (".<name>.<pid>.1.tmp"). On any failure the
 // temporary file is removed and the previous file stays as it was.
 class ReportFileWriter {
  public:
