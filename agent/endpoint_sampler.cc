@@ -11,7 +11,7 @@ EndpointSampler::EndpointSampler(const Config& config) {
   const std::size_t window = window_intervals(config.interval, config.smoothing);
   std::vector<probes::EndpointSpec> specs;
   for (const auto& e : config.endpoints) {
-    endpoints_.push_back({e, EndpointWindow(window), std::nullopt, {}, false});
+    endpoints_.push_back({e, EndpointWindow(window), std::nullopt, false});
     specs.push_back({e.port, e.path, static_cast<uint64_t>(e.target.count()), static_cast<uint64_t>(e.max.count())});
   }
   if (endpoints_.empty()) return;
@@ -79,13 +79,11 @@ void EndpointSampler::sample(int64_t monotonic_ns) {
       const auto& b = cur_.endpoints[i];
       auto& e = endpoints_[i];
       // Requests waiting to be read are late like those being served.
-      EndpointInterval interval = interval_between(a, prev_.at_ns, b, cur_.at_ns);
-      e.last = interval;  // copy-assigned: its histogram vector keeps its capacity
-      e.counted = true;
-      e.window.add(std::move(interval), b.inflight,
+      e.window.add(interval_between(a, prev_.at_ns, b, cur_.at_ns), b.inflight,
                    b.inflight_over_target + b.pending_over_target, b.inflight_over_max + b.pending_over_max,
                    b.pending);
       e.signals = e.window.signals(e.config);
+      e.counted = true;
     }
   }
   std::swap(prev_, cur_);

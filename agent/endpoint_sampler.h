@@ -33,10 +33,9 @@ class EndpointSampler {
     // The window's signals after the last sample; nullopt before the
     // baseline and while the probe does not run ("latency signals unavailable").
     std::optional<EndpointSignals> signals;
-    // What the last sample counted since the one before, when `counted`;
-    // not after a sample that measured nothing (the baseline, no probe).
-    // Refilled in place each sample.
-    EndpointInterval last;
+    // Whether the last sample added an interval to the window
+    // (window.newest(): what it counted since the sample before); not after
+    // a sample that measured nothing (the baseline, no probe).
     bool counted = false;
   };
   const std::vector<Endpoint>& endpoints() const { return endpoints_; }

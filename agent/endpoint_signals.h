@@ -62,6 +62,8 @@ class EndpointWindow {
   void add(EndpointInterval interval, uint64_t inflight, uint64_t inflight_over_target,
            uint64_t inflight_over_max, uint64_t pending = 0);
   EndpointSignals signals(const EndpointConfig& endpoint) const;
+  // The interval added last; null before the first.
+  const EndpointInterval* newest() const { return slots_.empty() ? nullptr : &slots_.back(); }
 
  private:
   std::size_t capacity_;

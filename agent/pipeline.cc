@@ -131,7 +131,7 @@ void Agent::prepare(bool stopped) {
   for (const auto& e : p_.endpoints->endpoints()) {
     const bool available = p_.endpoints->running() && e.signals;
     tick_.endpoints.push_back(
-        {&e.config, available ? &*e.signals : nullptr, available && e.counted && !stopped ? &e.last : nullptr});
+        {&e.config, available ? &*e.signals : nullptr, available && e.counted && !stopped ? e.window.newest() : nullptr});
   }
   tick_.health.ebpf_running = p_.endpoints->running();
 }
