@@ -88,9 +88,7 @@ version=$(dpkg-deb -f "$deb" Version | sed 's/-[^-]*$//')
 
 # --- the base image: Debian 12 minbase, as debian:12-slim is; the tarball
 # is cached by mirror, built under a temporary name and renamed.
-mirror=$(grep -hs -E '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources |
-  grep -v security | grep -o 'https\?://[^ ]*/debian/\?' | head -n 1)
-mirror=${mirror:-http://deb.debian.org/debian}
+mirror=$(debian_mirror)
 caches=${HEADROOM_CACHE_DIR:-$build}/image-base
 key=$(printf 'bookworm minbase %s' "$mirror" | md5sum | cut -c1-12)
 cache=$caches/$key

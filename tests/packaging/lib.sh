@@ -19,3 +19,9 @@ need_root() {
   exit 77
 }
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# The Debian mirror this machine's apt uses (debootstrap fetches from it).
+debian_mirror() {
+  m=$(grep -hs -E '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources |
+    grep -v security | grep -o 'https\?://[^ ]*/debian/\?' | head -n 1)
+  echo "${m:-http://deb.debian.org/debian}"
+}

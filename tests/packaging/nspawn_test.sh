@@ -50,9 +50,7 @@ deb=$(ls "$work"/out/headroom_*.deb)
 # dependencies (from its Depends:; apt resolves virtual names such as
 # libspdlog1.10-fmt9, which debootstrap cannot), cached by that list.
 deps=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/ //g' | grep -v '^$' | sort | tr '\n' ' ')
-mirror=$(grep -hs -E '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources |
-  grep -v security | grep -o 'https\?://[^ ]*/debian/\?' | head -n 1)
-mirror=${mirror:-http://deb.debian.org/debian}
+mirror=$(debian_mirror)
 # Cached outside the build tree when tests/run-all.sh names a cache
 # directory, so a fresh clone (CI) boots the same root without debootstrap.
 # Built under a temporary name and renamed, so runs never see half a root.
