@@ -21,7 +21,8 @@ apt-get install -y -q --no-install-recommends \
   rpm lintian dpkg-dev file fakeroot \
   ccache \
   prometheus-cpp-dev libmicrohttpd-dev prometheus prometheus-node-exporter python3-yaml \
-  podman runc
+  podman runc \
+  libgrpc++-dev protobuf-compiler-grpc python3-grpcio
 # clang, llvm (llvm-strip) and bpftool build the eBPF programs; nginx-light
 # and wrk are a third-party server and load generator for the eBPF tests and
 # benchmarks. The two lines before ccache are for the packaging tests (tests/packaging/): systemd
@@ -34,3 +35,6 @@ apt-get install -y -q --no-install-recommends \
 # promtool), prometheus-node-exporter and python3-yaml are the real consumers
 # its tests run (tests/prometheus/, tests/packaging/); podman and runc build
 # and run the Kubernetes image (tests/packaging/image_test.sh).
+# libgrpc++-dev and protobuf-compiler-grpc (grpc_cpp_plugin) build the
+# out-of-band ORCA service (orca/grpc/); python3-grpcio is the independent
+# client its tests stream with (tests/oob/).
