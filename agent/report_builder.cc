@@ -138,12 +138,18 @@ std::size_t endpoint_utilization(const EndpointSignals& s, std::array<KeyedValue
   return n;
 }
 
+std::optional<double> node_cpu(const NodeValues& values) {
+  if (values.find(kSignalCpu) == nullptr) return std::nullopt;
+  return values.cpu_utilization;
+}
+
 void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSignals* s, const ReportMeta& meta,
-                                orca::Report& r) {
+                                orca::Report& r, std::optional<double> cpu) {
   MapRefill nm(*r.mutable_named_metrics());
   MapRefill u(*r.mutable_utilization());
   if (s == nullptr) {
     r.set_application_utilization(0);
+    r.set_cpu_utilization(0);
     r.set_rps_fractional(0);
     r.set_eps(0);
     nm.set(kEbpfUnavailableKey, 1.0);
@@ -153,7 +159,8 @@ void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSi
   std::array<KeyedValue, 3> shares;
   for (std::size_t i = 0, n = endpoint_utilization(*s, shares); i < n; ++i) u.set(shares[i].key, shares[i].value);
   auto app = endpoint_composite(*s);
-  r.set_application_utilization(app ? *app : 0.0);
+  r.set_cpu_utilization(cpu.value_or(0.0));
+  r.set_application_utilization(std::max(app.value_or(0.0), cpu.value_or(0.0)));
   r.set_rps_fractional(s->rps);
   r.set_eps(s->eps);
   nm.set(orca::kMetricInflight, s->inflight_now);
@@ -170,9 +177,10 @@ void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSi
   add_meta(nm, meta);
 }
 
-orca::Report build_endpoint_report(const EndpointConfig& endpoint, const EndpointSignals* s, const ReportMeta& meta) {
+orca::Report build_endpoint_report(const EndpointConfig& endpoint, const EndpointSignals* s, const ReportMeta& meta,
+                                   std::optional<double> cpu) {
   orca::Report r;
-  build_endpoint_report_into(endpoint, s, meta, r);
+  build_endpoint_report_into(endpoint, s, meta, r, cpu);
   return r;
 }
 

@@ -73,15 +73,22 @@ struct KeyedValue {
 };
 std::size_t endpoint_utilization(const EndpointSignals& signals, std::array<KeyedValue, 3>& out);
 
+// The node's CPU utilization as node.orca's cpu_utilization gives it
+// (unclamped), when the node publishes the cpu signal.
+std::optional<double> node_cpu(const NodeValues& values);
+
 // endpoint.<name>.orca. With signals: utilization[latency.slo_target,
 // latency.slo_max, concurrency (when max_concurrency is declared)],
-// rps_fractional, eps, application_utilization = the largest of those, and
-// the raw figures in named_metrics (docs/endpoints.md). Without (no eBPF):
-// only the metadata and headroom.ebpf.unavailable = 1.
+// rps_fractional, eps, cpu_utilization = the node's (when known),
+// application_utilization = the largest of those shares and the node's CPU
+// utilization (one scale for a balancer's weights, docs/oob.md), and the raw
+// figures in named_metrics (docs/endpoints.md). Without (no eBPF): only the
+// metadata and headroom.ebpf.unavailable = 1.
 void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSignals* signals,
-                                const ReportMeta& meta, orca::Report& out);
+                                const ReportMeta& meta, orca::Report& out,
+                                std::optional<double> node_cpu_utilization = std::nullopt);
 orca::Report build_endpoint_report(const EndpointConfig& endpoint, const EndpointSignals* signals,
-                                   const ReportMeta& meta);
+                                   const ReportMeta& meta, std::optional<double> node_cpu_utilization = std::nullopt);
 
 // Named metric keys of endpoint reports.
 inline constexpr std::string_view kEbpfUnavailableKey = orca::kMetricEbpfUnavailable;

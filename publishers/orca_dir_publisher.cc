@@ -94,9 +94,10 @@ Result<void> OrcaReportsPublisher::publish(const Tick& tick) {
   std::string first_error;
   bool failing = false;
   const std::size_t n = std::min(tick.endpoints.size(), endpoint_reports_.size());
+  const auto cpu = agent::node_cpu(tick.values);
   for (std::size_t i = 0; i < n; ++i) {
     const auto& e = tick.endpoints[i];
-    agent::build_endpoint_report_into(*e.config, e.signals, tick.meta, endpoint_reports_[i]);
+    agent::build_endpoint_report_into(*e.config, e.signals, tick.meta, endpoint_reports_[i], cpu);
     if (auto r = files_.publish(endpoint_scopes_[i], endpoint_reports_[i]); !r) {
       if (!failing) first_error = r.error().message;
       failing = true;
