@@ -106,6 +106,21 @@ struct PrometheusConfig {
   bool operator==(const PrometheusConfig&) const = default;
 };
 
+// [oob]: the out-of-band ORCA stream, OpenRcaService/StreamCoreMetrics
+// (docs/oob.md). Off while listen is empty.
+inline constexpr uint32_t kMaxOobStreams = 100'000;
+inline constexpr std::chrono::nanoseconds kMinOobDefaultInterval = std::chrono::milliseconds(10);
+inline constexpr std::chrono::nanoseconds kMaxOobDefaultInterval = std::chrono::hours(1);
+struct OobConfig {
+  // "127.0.0.1:9447", "[::1]:9447" (an IP literal and a port), "unix:/run/orca/oob.sock"
+  std::vector<std::string> listen;
+  uint32_t max_streams = 1024;           // 1..kMaxOobStreams
+  bool unknown_authority_error = false;  // "error": NOT_FOUND; "node" (false): the node report
+  std::chrono::nanoseconds default_interval = std::chrono::seconds(1);  // a request without one
+
+  bool operator==(const OobConfig&) const = default;
+};
+
 struct Config {
   // [agent]
   std::chrono::nanoseconds interval = std::chrono::milliseconds(100);
@@ -136,6 +151,8 @@ struct Config {
 
   // [prometheus]
   PrometheusConfig prometheus;
+  // [oob]
+  OobConfig oob;
 
   bool signal_enabled(std::string_view key) const;
   double weight(std::string_view key) const;

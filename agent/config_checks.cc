@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/un.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -391,6 +392,33 @@ std::optional<ConfigError> check_textfile_interval(std::chrono::nanoseconds inte
     return problem("must be at least " + quote(format_duration(kMinTextfileInterval)) + ", got " + quote(shown) +
                    "; node_exporter reads the file only when it is scraped, every 15 s or so");
   if (interval > kMaxTextfileInterval) return problem("must be at most \"1h\", got " + quote(shown));
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
+// [oob]
+
+std::optional<ConfigError> check_oob_address(std::string_view address) {
+  if (address.starts_with("unix:")) {
+    const std::string_view path = address.substr(5);
+    if (!path.starts_with('/'))
+      return problem("a unix socket needs an absolute path: write \"unix:/run/orca/oob.sock\", got " + quote(address));
+    if (path.size() >= sizeof(sockaddr_un::sun_path))
+      return problem("the socket path of " + quote(address) + " is " + std::to_string(path.size()) +
+                     " bytes; a unix socket's path is at most " + std::to_string(sizeof(sockaddr_un::sun_path) - 1));
+    if (path.ends_with('/')) return problem("the socket path of " + quote(address) + " names a directory");
+    return std::nullopt;
+  }
+  if (address.starts_with("unix-abstract:") || address.starts_with("dns:") || address.starts_with("ipv4:") ||
+      address.starts_with("ipv6:"))
+    return problem(quote(address) + ": write an IP literal and a port (\"127.0.0.1:9447\", \"[::1]:9447\") or "
+                   "\"unix:\" and an absolute path");
+  if (auto err = check_listen_address(address)) {
+    std::string m = err->message;
+    // The examples name Prometheus's port; [oob]'s is 9447.
+    for (auto pos = m.find(":9446"); pos != std::string::npos; pos = m.find(":9446")) m.replace(pos, 5, ":9447");
+    return problem(m + ", or \"unix:/run/orca/oob.sock\"");
+  }
   return std::nullopt;
 }
 

@@ -73,4 +73,9 @@ std::optional<ConfigError> check_listen_address(std::string_view address);
 std::variant<std::string, ConfigError> textfile_path(const std::string& absolute);
 std::optional<ConfigError> check_textfile_interval(std::chrono::nanoseconds interval, std::string_view shown);
 
+// -- [oob] --
+// An [oob] listen entry: an address check_listen_address accepts, or
+// "unix:" and an absolute path short enough for a socket address.
+std::optional<ConfigError> check_oob_address(std::string_view address);
+
 }  // namespace headroom::agent

@@ -322,6 +322,60 @@ bool set_textfile_interval(KeyValue& v) {
   return true;
 }
 
+// -- [oob] -------------------------------------------------------------------
+
+bool set_oob_listen(KeyValue& v) {
+  const toml::array& arr = *v.node.as_array();
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const toml::node& e = *arr.get(i);
+    const std::string ekey = v.key + "[" + std::to_string(i) + "]";
+    const auto* s = e.as_string();
+    if (s == nullptr) {
+      v.reader.type_error(e, ekey, "an address string such as \"127.0.0.1:9447\" or \"unix:/run/orca/oob.sock\"");
+      return false;
+    }
+    if (auto err = check_oob_address(s->get())) {
+      v.reader.error(e, ekey, err->message);
+      return false;
+    }
+    if (std::find(out.begin(), out.end(), s->get()) != out.end()) {
+      v.reader.error(e, ekey, "duplicate address " + quote(s->get()) + "; list each address once");
+      return false;
+    }
+    out.push_back(s->get());
+  }
+  v.config.oob.listen = std::move(out);
+  return true;
+}
+
+bool set_oob_max_streams(KeyValue& v) {
+  const std::int64_t n = v.node.as_integer()->get();
+  if (n < 1 || n > kMaxOobStreams)
+    return v.fail("must be from 1 to " + std::to_string(kMaxOobStreams) + ", got " + std::to_string(n));
+  v.config.oob.max_streams = static_cast<uint32_t>(n);
+  return true;
+}
+
+bool set_unknown_authority(KeyValue& v) {
+  constexpr std::string_view kChoices[] = {"node", "error"};
+  const std::string& s = v.str();
+  if (s != "node" && s != "error")
+    return v.fail("expected \"node\" (the node report) or \"error\" (NOT_FOUND), got " + quote(s) +
+                  choices(s, kChoices, "choices"));
+  v.config.oob.unknown_authority_error = s == "error";
+  return true;
+}
+
+bool set_oob_default_interval(KeyValue& v) {
+  const auto d = v.duration();
+  if (!d) return false;
+  if (*d < kMinOobDefaultInterval || *d > kMaxOobDefaultInterval)
+    return v.fail("must be from 10ms to 1h, got " + quote(v.str()));
+  v.config.oob.default_interval = *d;
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // The table. Row order is the order of "valid keys are ..." lists.
 
@@ -335,6 +389,7 @@ constexpr SectionRow kSections[] = {
     {"envoy", true, "file"},
     {"endpoint", true, "endpoint"},
     {"prometheus", false, ""},
+    {"oob", false, ""},
 };
 
 constexpr KeyRow kRows[] = {
@@ -412,6 +467,16 @@ constexpr KeyRow kRows[] = {
      "\"\"", "", "The file node_exporter's textfile collector reads; \"\" is off.", set_prometheus_textfile},
     {"prometheus", "textfile_interval", KeyType::duration, kDuration, "100ms to 1h", "\"15s\"", "",
      "How often the textfile is rewritten (at most once per tick).", set_textfile_interval},
+    // [oob]
+    {"oob", "listen", KeyType::array, "an array of address strings such as [\"127.0.0.1:9447\"]",
+     "IP literal and port (IPv6 in brackets), or unix: and an absolute path", "[]", "",
+     "Where OpenRcaService/StreamCoreMetrics is served; [] is off.", set_oob_listen},
+    {"oob", "max_streams", KeyType::integer, "an integer such as 1024", "1..100000", "1024", "",
+     "The most streams served at once; more are refused with RESOURCE_EXHAUSTED.", set_oob_max_streams},
+    {"oob", "unknown_authority", KeyType::string, "\"node\" or \"error\"", "\"node\", \"error\"", "\"node\"", "",
+     "What a stream whose authority names no endpoint's port gets.", set_unknown_authority},
+    {"oob", "default_interval", KeyType::duration, kDuration, "10ms to 1h", "\"1s\"", "",
+     "The report interval of a request that asks for none.", set_oob_default_interval},
 };
 
 }  // namespace
@@ -456,7 +521,7 @@ std::vector<std::string_view> table_keys_in(std::string_view section) {
   return out;
 }
 
-std::vector<std::string_view> plain_tables() { return {"agent", "node", "node.weights", "prometheus"}; }
+std::vector<std::string_view> plain_tables() { return {"agent", "node", "node.weights", "prometheus", "oob"}; }
 
 // ---------------------------------------------------------------------------
 // Log levels

@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "publishers/oob_publisher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "agent/report_builder.h"
+
+namespace headroom::publishers {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// gRPC starts its threads from the thread that first needs them; they must
+// not take the daemon's signals.
+class AllSignalsBlocked {
+ public:
+  AllSignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old_);
+  }
+  ~AllSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
+  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
+// Why gRPC could not listen on `address`, found by trying it ourselves:
+// gRPC's own message goes to its log only.
+std::string why_not(const std::string& address) {
+  if (address.starts_with("unix:")) {
+    const std::filesystem::path path(address.substr(5));
+    const auto dir = path.parent_path();
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) return dir.string() + ": " + std::strerror(errno);
+    if (::access(dir.c_str(), W_OK) != 0) return dir.string() + ": " + std::strerror(errno);
+    return "cannot bind the socket " + path.string();
+  }
+  const auto colon = address.rfind(':');
+  std::string host = address.substr(0, colon);
+  const int port = std::atoi(address.c_str() + colon + 1);
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  int family = AF_INET;
+  if (host.starts_with('[')) {
+    host = host.substr(1, host.size() - 2);
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(static_cast<uint16_t>(port));
+    if (::inet_pton(AF_INET6, host.c_str(), &a->sin6_addr) != 1) return "not an address";
+    family = AF_INET6;
+    len = sizeof *a;
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(static_cast<uint16_t>(port));
+    if (::inet_pton(AF_INET, host.c_str(), &a->sin_addr) != 1) return "not an address";
+    len = sizeof *a;
+  }
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::string("socket: ") + std::strerror(errno);
+  std::string why = "gRPC could not listen (its log has the reason)";
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) why = std::strerror(errno);
+  ::close(fd);
+  return why;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+orca::StreamOptions stream_options(const agent::Config& config) {
+  orca::StreamOptions o;
+  o.default_interval = std::chrono::duration_cast<milliseconds>(config.oob.default_interval);
+  o.min_interval = std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(config.interval));
+  o.max_streams = config.oob.max_streams;
+  return o;
+}
+
+orca::StreamHub::Resolver resolver(const agent::Config& config) {
+  std::vector<std::pair<uint16_t, std::string>> ports;  // first endpoint per port, in file order
+  std::vector<std::pair<std::string, std::string>> names;  // endpoint name -> scope
+  std::string known;
+  for (const auto& e : config.endpoints) {
+    names.emplace_back(e.name, "endpoint." + e.name);
+    if (std::any_of(ports.begin(), ports.end(), [&](const auto& p) { return p.first == e.port; })) continue;
+    ports.emplace_back(e.port, "endpoint." + e.name);
+    known += (known.empty() ? "" : ", ") + std::to_string(e.port) + " (" + e.name + ")";
+  }
+  const bool error = config.oob.unknown_authority_error;
+  return [ports = std::move(ports), names = std::move(names), known = std::move(known), error](
+             std::string_view authority) -> std::variant<std::string, grpc::Status> {
+    const auto port = orca::authority_port(authority);
+    if (port)
+      for (const auto& [p, scope] : ports)
+        if (p == *port) return scope;
+    // Envoy sends an endpoint's hostname when it has one: "checkout".
+    const auto host = orca::authority_host(authority);
+    for (const auto& [name, scope] : names)
+      if (host == name) return scope;
+    if (!error) return std::string(orca::kNodeScope);
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "no [[endpoint]] of this headroomd has the port or the name of authority \"" +
+                            std::string(authority) + "\"; endpoint ports: " + (known.empty() ? std::string("none") : known));
+  };
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// OobListener, OobHub
+
+OobListener::~OobListener() {
+  if (!server_) return;
+  AllSignalsBlocked blocked;
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server_.reset();
+}
+
+std::shared_ptr<OobHub> OobHub::shared() {
+  static std::mutex mutex;
+  static std::weak_ptr<OobHub> current;
+  std::lock_guard lock(mutex);
+  auto hub = current.lock();
+  if (!hub) {
+    hub = std::make_shared<OobHub>();
+    current = hub;
+  }
+  return hub;
+}
+
+OobHub::OobHub() {
+  AllSignalsBlocked blocked;
+  streams_ = orca::StreamHub::create({}, [](std::string_view) -> std::variant<std::string, grpc::Status> {
+    return std::string(orca::kNodeScope);
+  });
+}
+
+Result<std::shared_ptr<OobListener>> OobHub::listener(const std::string& address) {
+  std::lock_guard lock(listeners_mutex_);
+  if (auto it = listeners_.find(address); it != listeners_.end())
+    if (auto running = it->second.lock()) return running;
+  if (address.starts_with("unix:")) {
+    // gRPC replaces a socket left behind, not anything else.
+    struct stat st {};
+    const std::string path = address.substr(5);
+    if (::lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+      return logic_error(path + " exists and is not a socket; remove it or choose another path");
+  }
+  AllSignalsBlocked blocked;
+  auto l = std::shared_ptr<OobListener>(new OobListener());
+  l->address_ = address;
+  l->service_ = std::make_unique<orca::StreamService>(streams_);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(l->service_.get());
+  // Two agents must not share a port without knowing it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(orca::kMaxRequestBytes);
+  builder.SetMaxSendMessageSize(static_cast<int>(orca::kMaxReportBytes));
+  // A connection that never completes its HTTP/2 handshake, or a peer that
+  // vanished, does not hold its resources for long.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 5'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  grpc::ResourceQuota quota("headroom-oob");
+  quota.Resize(64 << 20);
+  builder.SetResourceQuota(quota);
+  l->server_ = builder.BuildAndStart();
+  if (!l->server_ || (!address.starts_with("unix:") && port == 0)) {
+    l->server_.reset();
+    return logic_error("cannot listen on " + address + ": " + why_not(address));
+  }
+  if (address.starts_with("unix:")) {
+    // Anyone on this machine may connect, as anyone may read the report
+    // files (0644): the unit's UMask would leave the socket to its owner.
+    if (::chmod(address.c_str() + 5, 0666) != 0)
+      spdlog::warn("oob.listen: chmod 0666 {}: {}; only user {} can connect", address.substr(5), std::strerror(errno),
+                   ::geteuid());
+  }
+  l->port_ = address.starts_with("unix:") ? 0 : port;
+  listeners_[address] = l;
+  return l;
+}
+
+void OobHub::configure(const agent::Config& config) {
+  streams_->configure(stream_options(config), resolver(config));
+}
+
+void OobHub::update(const Tick& tick) {
+  std::lock_guard lock(reports_mutex_);
+  if (have_seq_ && tick.meta.seq == last_seq_ && !tick.meta.stopped) return;
+  have_seq_ = true;
+  last_seq_ = tick.meta.seq;
+  // One message reused for every scope, cleared before each: a field one
+  // scope sets (the node's mem_utilization) must not leak into the next.
+  auto hand_over = [&](const std::string& scope) {
+    report_.SerializeToString(&bytes_);
+    grpc::Slice slice(bytes_);
+    orca::Snapshot s{grpc::ByteBuffer(&slice, 1), {}};
+    s.info.version = ++version_;
+    s.info.timestamp_ms = tick.meta.timestamp_ms;
+    s.info.interval_ms = tick.meta.interval_ms;
+    s.info.final = tick.meta.stopped;
+    streams_->set(scope, std::move(s));
+  };
+  report_.Clear();
+  agent::build_node_report_into(tick.values, tick.node, tick.meta, report_);
+  hand_over(std::string(orca::kNodeScope));
+  std::vector<std::string> scopes;
+  const auto cpu = agent::node_cpu(tick.values);
+  for (const auto& e : tick.endpoints) {
+    scopes.push_back("endpoint." + e.config->name);
+    report_.Clear();
+    agent::build_endpoint_report_into(*e.config, e.signals, tick.meta, report_, cpu);
+    hand_over(scopes.back());
+  }
+  for (const auto& old : scopes_)
+    if (std::find(scopes.begin(), scopes.end(), old) == scopes.end()) streams_->clear(old);
+  scopes_ = std::move(scopes);
+}
+
+// ---------------------------------------------------------------------------
+// OobPublisher
+
+std::variant<Publishers, BuildError> OobPublisher::build(const agent::Config& config) {
+  Publishers out;
+  if (config.oob.listen.empty()) return out;
+  auto hub = OobHub::shared();
+  std::vector<std::shared_ptr<OobListener>> listeners;
+  for (const auto& address : config.oob.listen) {
+    auto l = hub->listener(address);
+    if (!l)
+      return BuildError{false, "oob.listen: " + l.error().message +
+                                   "; choose a free port, an address of this machine, or a writable directory"};
+    listeners.push_back(std::move(l.value()));
+  }
+  out.push_back(std::unique_ptr<Publisher>(new OobPublisher(std::move(hub), std::move(listeners), config)));
+  return out;
+}
+
+OobPublisher::OobPublisher(std::shared_ptr<OobHub> hub, std::vector<std::shared_ptr<OobListener>> listeners,
+                           const agent::Config& config)
+    : hub_(std::move(hub)), listeners_(std::move(listeners)), config_(config), target_(joined(config.oob.listen)) {}
+
+Result<void> OobPublisher::publish(const Tick& tick) {
+  if (!configured_) {  // the first tick of this configuration: its rules apply from now on
+    hub_->configure(config_);
+    configured_ = true;
+  }
+  hub_->update(tick);
+  return {};
+}
+
+void OobPublisher::stop(const Tick& final) {
+  (void)publish(final);
+  hub_->streams().finish_all(grpc::Status(grpc::StatusCode::UNAVAILABLE, "headroomd is stopping"),
+                             std::chrono::seconds(2));
+}
+
+void OobPublisher::announce() const {
+  for (const auto& l : listeners_)
+    spdlog::info("serving ORCA streams (OpenRcaService) on {}{}", l->address(),
+                 l->port() != 0 && l->address().ends_with(":0") ? " (port " + std::to_string(l->port()) + ")" : "");
+}
+
+}  // namespace headroom::publishers

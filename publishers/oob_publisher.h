@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+// [oob] (docs/oob.md): the out-of-band ORCA stream,
+// xds.service.orca.v3.OpenRcaService/StreamCoreMetrics, served by headroomd
+// on each `listen` address. Every tick the reports node.orca and
+// endpoint.<name>.orca carry are built and serialized once, by the same
+// functions as the files, and handed to the process's stream hub
+// (headroom/orca/oob_streams.h); its own thread sends them, so no client
+// can hold up a tick. A stream picks its report by :authority: the port of
+// an [[endpoint]] gives that endpoint's, any other the node's (or
+// NOT_FOUND, unknown_authority = "error").
+//
+// Like the Prometheus listener, the hub and the listeners outlive a reload:
+// a listener whose address the new configuration keeps keeps its streams.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "headroom/orca/oob_streams.h"
+#include "headroom/orca/report.h"
+#include "headroom/orca/result.h"
+#include "publishers/publisher.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace headroom::publishers {
+
+// One gRPC server on one address.
+class OobListener {
+ public:
+  ~OobListener();  // shuts the server down: its streams end with CANCELLED
+  OobListener(const OobListener&) = delete;
+  OobListener& operator=(const OobListener&) = delete;
+  const std::string& address() const { return address_; }
+  int port() const { return port_; }  // the bound TCP port (0 for unix:)
+
+ private:
+  friend class OobHub;
+  OobListener() = default;
+  std::string address_;
+  int port_ = 0;
+  std::unique_ptr<orca::StreamService> service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// The process's streams and listeners.
+class OobHub {
+ public:
+  static std::shared_ptr<OobHub> shared();
+  OobHub();
+
+  // The listener on `address`: the running one, or a new one started now.
+  Result<std::shared_ptr<OobListener>> listener(const std::string& address);
+  // The rules of a configuration: intervals, max_streams, the authority map.
+  void configure(const agent::Config& config);
+  // Builds and serializes this tick's reports once (a second publisher with
+  // the same tick changes nothing).
+  void update(const Tick& tick);
+  orca::StreamHub& streams() { return *streams_; }
+
+ private:
+  std::shared_ptr<orca::StreamHub> streams_;
+  std::mutex listeners_mutex_;
+  std::map<std::string, std::weak_ptr<OobListener>> listeners_;
+
+  std::mutex reports_mutex_;
+  uint64_t last_seq_ = 0;
+  bool have_seq_ = false;
+  uint64_t version_ = 0;
+  orca::Report report_;
+  std::string bytes_;
+  std::vector<std::string> scopes_;  // of the endpoints the last tick had
+};
+
+class OobPublisher final : public Publisher {
+ public:
+  static std::variant<Publishers, BuildError> build(const agent::Config& config);
+
+  Result<void> publish(const Tick& tick) override;
+  // Every stream gets the final report (headroom.stopped = 1), then ends
+  // with UNAVAILABLE.
+  void stop(const Tick& final) override;
+  void announce() const override;
+  std::string_view name() const override { return "oob"; }
+  const std::string& target() const override { return target_; }
+
+ private:
+  OobPublisher(std::shared_ptr<OobHub> hub, std::vector<std::shared_ptr<OobListener>> listeners,
+               const agent::Config& config);
+  std::shared_ptr<OobHub> hub_;
+  std::vector<std::shared_ptr<OobListener>> listeners_;
+  agent::Config config_;
+  bool configured_ = false;
+  std::string target_;
+};
+
+}  // namespace headroom::publishers
