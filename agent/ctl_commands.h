@@ -15,5 +15,7 @@ using Runner = std::function<int()>;
 std::pair<CLI::App*, Runner> add_shed_command(CLI::App& app);
 // headroomctl header FILE [--text|--bin]
 std::pair<CLI::App*, Runner> add_header_command(CLI::App& app);
+// headroomctl oob ADDRESS [--authority A] [--interval D] [--count N] [--duration D] [--json]
+std::pair<CLI::App*, Runner> add_oob_command(CLI::App& app);
 
 }  // namespace headroom::ctl

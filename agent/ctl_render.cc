@@ -228,16 +228,20 @@ std::vector<std::string> render_report(std::string_view file, const orca::Report
   return out;
 }
 
-std::string render_report_json(std::string_view file, const orca::Report& report, int64_t now_unix_ms) {
-  const auto md = orca::metadata_of(report);
-  const auto st = orca::check_staleness(report, now_unix_ms, kStaleIntervals);
-
+std::string report_json(const orca::Report& report) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;  // a 0 utilization is a value, not an absence
   options.add_whitespace = false;
-  std::string report_json;
-  if (!google::protobuf::util::MessageToJsonString(report, &report_json, options).ok()) report_json = "null";
+  std::string out;
+  if (!google::protobuf::util::MessageToJsonString(report, &out, options).ok()) out = "null";
+  return out;
+}
+
+std::string render_report_json(std::string_view file, const orca::Report& report, int64_t now_unix_ms) {
+  const auto md = orca::metadata_of(report);
+  const auto st = orca::check_staleness(report, now_unix_ms, kStaleIntervals);
+  const std::string report_json = ctl::report_json(report);
 
   std::string out = "{\"file\":" + json_quote(file);
   out += ",\"age_ms\":" + (md ? std::to_string(st.age_ms) : std::string("null"));

@@ -57,6 +57,10 @@ inline constexpr std::string_view kEbpfUnavailableMetric = orca::kMetricEbpfUnav
 // top-level fields, then the maps sorted by key. No trailing newlines.
 std::vector<std::string> render_report(std::string_view file, const orca::Report& report, int64_t now_unix_ms);
 
+// A report as one line of JSON (protobuf's mapping, field names as in the
+// .proto, zeros printed): the "report" of `cat --json` and `oob --json`.
+std::string report_json(const orca::Report& report);
+
 // `headroomctl cat --json`: one line, {"file", "age_ms", "stale", "stale_reason",
 // "report"}; age_ms is null when the report lacks its metadata.
 std::string render_report_json(std::string_view file, const orca::Report& report, int64_t now_unix_ms);

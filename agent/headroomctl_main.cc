@@ -242,6 +242,7 @@ int main(int argc, char** argv) {
 
   auto [shed, run_shed] = headroom::ctl::add_shed_command(app);
   auto [header, run_header] = headroom::ctl::add_header_command(app);
+  auto [oob, run_oob] = headroom::ctl::add_oob_command(app);
 
   try {
     app.parse(argc, argv);
@@ -255,5 +256,6 @@ int main(int argc, char** argv) {
   if (check->parsed()) return run_check_config(config_file);
   if (shed->parsed()) return run_shed();
   if (header->parsed()) return run_header();
+  if (oob->parsed()) return run_oob();
   return kExitUsage;  // unreachable: require_subcommand(1)
 }
