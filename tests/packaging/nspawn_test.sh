@@ -193,6 +193,24 @@ wait "$loadpid" || fail "hr-test-load failed: $(cat "$work/root/root/load.json" 
 ct pkill -f hr-test-server || true
 echo "eBPF under the unit: probe attached as headroom, endpoint.web.orca counted $requests requests in its window"
 
+# --- [oob] on a unix socket under the unit as shipped (no network): a
+# reload starts the listener; headroomctl oob streams the node report and,
+# by the endpoint's port as authority, the endpoint's.
+ct sed -i -e 's|^listen = \[\]$|listen = ["unix:/run/orca/oob.sock"]|' /etc/headroom/headroom.toml
+[ "$(ct grep -c -e '^listen = \["unix:/run/orca/oob.sock"\]$' /etc/headroom/headroom.toml)" = 1 ] ||
+  fail "the installed headroom.toml has no [oob] listen = [] to change"
+ct systemctl reload headroomd.service
+within 10 "ct test -S /run/orca/oob.sock" || { journal | tail -n 20 >&2; fail "no ORCA stream socket after the reload"; }
+[ "$(ct stat -c '%a %U' /run/orca/oob.sock)" = "666 headroom" ] || fail "the socket is $(ct stat -c '%a %U' /run/orca/oob.sock)"
+ct headroomctl oob unix:/run/orca/oob.sock --interval 100ms --count 3 --json >"$work/oob-node.json" ||
+  { journal | tail -n 20 >&2; fail "headroomctl oob on the unix socket: $(cat "$work/oob-node.json")"; }
+[ "$(grep -c '"headroom.seq"' "$work/oob-node.json")" = 3 ] || fail "the stream brought: $(cat "$work/oob-node.json")"
+grep -q '"headroom.cpu.busy"' "$work/oob-node.json" || fail "the stream without authority is not the node report"
+ct headroomctl oob unix:/run/orca/oob.sock --authority "127.0.0.1:$port" --count 1 --json >"$work/oob-web.json" ||
+  fail "headroomctl oob with the endpoint's authority: $(cat "$work/oob-web.json")"
+grep -q '"headroom.window.requests"' "$work/oob-web.json" || fail "the endpoint's authority got: $(cat "$work/oob-web.json")"
+echo "oob under the unit as shipped: unix:/run/orca/oob.sock (666 headroom), node and endpoint streams"
+
 # --- [prometheus] under the unit, with the packaged drop-in: /metrics on
 # loopback and node_exporter's textfile, as user headroom; the restart that
 # the drop-in needs keeps everything else as it was.
@@ -221,6 +239,20 @@ ct grep -q '^headroom_build_info{version=' /var/lib/prometheus/node-exporter/hea
 caps=$(ct grep -E '^CapEff:' "/proc/$(main_pid)/status")
 echo "$caps" | grep -q "$expect\$" || fail "the drop-in changed the capabilities: $caps"
 echo "prometheus under the unit: /metrics on 127.0.0.1:9446 and the textfile (644 headroom), same capabilities"
+
+# --- [oob] on TCP, with its packaged drop-in (the network), beside the
+# unix socket.
+ct cp /usr/share/doc/headroom/oob.conf /etc/systemd/system/headroomd.service.d/oob.conf
+ct sed -i -e 's|^listen = \["unix:/run/orca/oob.sock"\]$|listen = ["127.0.0.1:9447", "unix:/run/orca/oob.sock"]|' /etc/headroom/headroom.toml
+ct systemctl daemon-reload
+ct systemctl restart headroomd.service || { journal | tail -n 20 >&2; fail "the unit did not restart with [oob] on TCP and the drop-in"; }
+within 10 "ct headroomctl oob 127.0.0.1:9447 --authority 127.0.0.1:$port --count 2 --json >$work/oob-tcp.json 2>&1" ||
+  { journal | tail -n 20 >&2; fail "headroomctl oob on 127.0.0.1:9447 under the unit: $(cat "$work/oob-tcp.json")"; }
+grep -q '"headroom.window.requests"' "$work/oob-tcp.json" || fail "the TCP stream got: $(cat "$work/oob-tcp.json")"
+ct headroomctl oob unix:/run/orca/oob.sock --count 1 >/dev/null || fail "the unix socket stopped answering beside TCP"
+caps=$(ct grep -E '^CapEff:' "/proc/$(main_pid)/status")
+echo "$caps" | grep -q "$expect\$" || fail "the oob drop-in changed the capabilities: $caps"
+echo "oob under the unit with oob.conf: 127.0.0.1:9447 and the unix socket, same capabilities"
 
 # --- reinstall (the upgrade path of the scripts): the daemon is restarted
 # on the new files, stays enabled, and a local edit of the conffile survives.

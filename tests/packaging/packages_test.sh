@@ -22,8 +22,10 @@ expected="/usr/sbin/headroomd /usr/bin/headroomctl /usr/lib/systemd/system/headr
 /usr/share/man/man1/headroomctl.1.gz /usr/share/man/man5/headroom.toml.5.gz
 /usr/share/doc/headroom/copyright /usr/share/doc/headroom/changelog.Debian.gz
 /usr/share/doc/headroom/older-kernels.conf /usr/share/doc/headroom/prometheus.conf
-/usr/include/headroom/orca/headroom_orca.h"
-lib_expected="libheadroom-orca.so.0 headroom-orca.pc"
+/usr/share/doc/headroom/oob.conf /usr/include/headroom/orca/headroom_orca.h
+/usr/include/headroom/orca/orca_service.h /usr/include/headroom/orca/oob_streams.h
+/usr/include/headroom/xds/service/orca/v3/orca.grpc.pb.h"
+lib_expected="libheadroom-orca.so.0 headroom-orca.pc libheadroom-orca-grpc.so.0 headroom-orca-grpc.pc"
 
 # --- .deb
 dpkg-deb -c "$deb" >"$work/deb.list"
@@ -48,7 +50,7 @@ grep -q 'systemctl stop headroomd.service' "$work/control/prerm" || fail "prerm 
 grep -q 'rm -rf /etc/headroom' "$work/control/postrm" || fail "postrm purge does not remove /etc/headroom"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
-for d in libprotobuf libspdlog libfmt libsystemd0 libc6 procps; do
+for d in libprotobuf libspdlog libfmt libsystemd0 libc6 procps libgrpc++; do
   case "$depends" in *"$d"*) ;; *) fail "Depends lacks $d (CPACK_DEBIAN_PACKAGE_SHLIBDEPS)" ;; esac
 done
 case "$depends" in *headroom*) fail "Depends names the package itself: $depends" ;; esac
