@@ -248,6 +248,17 @@ def start_load(case, tmp, port, rate=200, connections=4, duration="120s"):
                                          "--duration", duration], tmp, case)
 
 
+
+def _connectable(path):
+    """Whether a unix socket at path accepts a connection."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(1)
+        try:
+            s.connect(path)
+            return True
+        except OSError:
+            return False
+
 class Agent:
     """headroomd --config FILE, FILE written from keyword settings, with an
     [oob] table listening on TCP 127.0.0.1 (and [::1] with the same port when
@@ -1220,6 +1231,35 @@ class OobTest(unittest.TestCase):
                 self.check_against_files(c.label, c.reports, monitor, scope)
         agent.check_alive()
         monitor.check(self, "case 6 (SIGHUP)")
+
+    def test_6b_reload_replaces_only_the_listeners_that_changed(self):
+        agent = Agent(self, self.tmp, ipv6=False)
+        agent.wait_ready()
+        kept = Collector(self, "tcp kept", agent.tcp, 30, interval=0.1)
+        dropped = Collector(self, "unix dropped", agent.unix, 30, interval=0.1)
+        wait_until(lambda: len(kept.messages) >= 2 and len(dropped.messages) >= 2, 3, "2 messages on each stream")
+        new_port = free_port_both()
+        new_tcp = f"127.0.0.1:{new_port}"
+        lines = agent.proc.err().count("configuration reloaded")
+        agent.write_config(listen=[agent.tcp, new_tcp])
+        agent.proc.signal(signal.SIGHUP)
+        wait_until(lambda: agent.check_alive() or agent.proc.err().count("configuration reloaded") > lines, 5,
+                   "the reload")
+        reloaded = time.monotonic()
+        wait_until(lambda: dropped.finished(0), 5, "the stream on the removed unix listener to end")
+        self.assertIsNotNone(dropped.code, dropped.summary())
+        self.assertFalse(os.path.exists(agent.unix_path) and
+                         _connectable(agent.unix_path), "the removed unix listener still accepts connections")
+        with orca_oob.stream(new_tcp, count=2, timeout=5, interval=0.1) as s:
+            self.assertEqual(len(list(s)), 2, f"the added listener {new_tcp}: {s.code} {s.details}")
+        time.sleep(0.5)
+        self.assertIsNone(kept.code, "the kept listener's stream ended: " + kept.summary())
+        after = [m for m in kept.messages if m[0] >= reloaded]
+        self.assertGreaterEqual(len(after), 4, f"the kept listener's stream: {len(after)} messages after the reload")
+        figure(f"case 6b: reload replacing unix by {new_tcp}: the kept stream got {len(after)} messages after it, "
+               f"the dropped one ended with {dropped.code}")
+        kept.close()
+        agent.check_alive()
 
     # 7 ---------------------------------------------------------------------
     def test_7_sigterm_final_report_then_unavailable_and_restart(self):
