@@ -80,7 +80,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # The bundled library is found in the staging tree, not on the system.
-set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR}/orca)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR}/orca ${PROJECT_BINARY_DIR}/orca/grpc)
 # ExecReload runs /bin/kill (procps); the maintainer scripts run
 # systemd-sysusers and systemd-tmpfiles only when systemd is there.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "procps")
