@@ -8,14 +8,18 @@
 // server's own services and its clients' streams get headroom's report for
 // this server's endpoint (endpoint.<name>.orca) or the node (node.orca):
 //
-//   auto orca = headroom::orca::OrcaService::create({.endpoint = "checkout"});
+//   headroom::orca::OrcaServiceOptions options;
+//   options.endpoint = "checkout";
+//   auto orca = headroom::orca::OrcaService::create(options);
 //   if (!orca) { /* orca.error(): the directory cannot be watched */ }
 //   grpc::ServerBuilder builder;
 //   builder.RegisterService(&my_service);
 //   builder.RegisterService(orca->get());
 //   auto server = builder.BuildAndStart();
 //   ...
-//   server->Shutdown();  // before the OrcaService is destroyed
+//   // Before the OrcaService is destroyed; with a deadline, since a stream
+//   // never ends on its own:
+//   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 //
 // The files are followed with inotify (report_reader.h); each new report is
 // serialized once and shared by every stream. A stale report (older than
