@@ -19,6 +19,7 @@
 #include <filesystem>
 
 #include "agent/report_builder.h"
+#include "publishers/oob_module.h"
 
 namespace headroom::publishers {
 
@@ -286,3 +287,8 @@ void OobPublisher::announce() const {
 }
 
 }  // namespace headroom::publishers
+
+void headroom_oob_build(const headroom::agent::Config* config,
+                        std::variant<headroom::publishers::Publishers, headroom::publishers::BuildError>* out) {
+  *out = headroom::publishers::OobPublisher::build(*config);
+}

@@ -2,7 +2,7 @@
 #include "publishers/registry.h"
 
 #include "publishers/envoy_bridge.h"
-#include "publishers/oob_publisher.h"
+#include "publishers/oob_module.h"
 #include "publishers/orca_dir_publisher.h"
 #include "publishers/prometheus_publisher.h"
 
@@ -14,7 +14,7 @@ constexpr PublisherKind kPublishers[] = {
     {"orca_dir", "node.orca and endpoint.<name>.orca in agent.orca_dir", &OrcaReportsPublisher::build},
     {"envoy", "one [[envoy]] entry's value, as the file Envoy's injected resource monitor reads",
      &EnvoyPublisher::build},
-    {"oob", "[oob]: OpenRcaService/StreamCoreMetrics streams on each listen address", &OobPublisher::build},
+    {"oob", "[oob]: OpenRcaService/StreamCoreMetrics streams on each listen address", &build_oob_publishers},
     // Last: its figures include the failures of those before it on the same tick.
     {"prometheus", "[prometheus]: GET /metrics on listen, and node_exporter's textfile",
      &PrometheusListener::build},

@@ -24,7 +24,7 @@ expected="/usr/sbin/headroomd /usr/bin/headroomctl /usr/lib/systemd/system/headr
 /usr/share/doc/headroom/older-kernels.conf /usr/share/doc/headroom/prometheus.conf
 /usr/share/doc/headroom/oob.conf /usr/include/headroom/orca/headroom_orca.h
 /usr/include/headroom/orca/orca_service.h /usr/include/headroom/orca/oob_streams.h
-/usr/include/headroom/xds/service/orca/v3/orca.grpc.pb.h"
+/usr/include/headroom/xds/service/orca/v3/orca.grpc.pb.h /usr/lib/headroom/headroom-oob.so"
 lib_expected="libheadroom-orca.so.0 headroom-orca.pc libheadroom-orca-grpc.so.0 headroom-orca-grpc.pc"
 
 # --- .deb
@@ -56,11 +56,16 @@ done
 case "$depends" in *headroom*) fail "Depends names the package itself: $depends" ;; esac
 
 dpkg-deb -x "$deb" "$work/root"
-for b in usr/sbin/headroomd usr/bin/headroomctl; do
+for b in usr/sbin/headroomd usr/bin/headroomctl usr/lib/headroom/headroom-oob.so; do
   file -L "$work/root/$b" | grep -q ', stripped' || fail "$b is not stripped: $(file "$work/root/$b")"
 done
 file -L "$work/root"/usr/lib/*/libheadroom-orca.so.0 "$work/root"/usr/lib/libheadroom-orca.so.0 2>/dev/null |
   grep -q ', stripped' || fail "libheadroom-orca.so.0 is not stripped"
+# gRPC is mapped only into daemons that serve [oob]: headroomd loads the module.
+if readelf -d "$work/root/usr/sbin/headroomd" | grep -q 'NEEDED.*libgrpc'; then
+  fail "headroomd links gRPC itself; only /usr/lib/headroom/headroom-oob.so should"
+fi
+readelf -d "$work/root/usr/lib/headroom/headroom-oob.so" | grep -q 'NEEDED.*libgrpc++' || fail "headroom-oob.so does not link gRPC"
 gzip -t "$work/root"/usr/share/man/man*/*.gz "$work/root/usr/share/doc/headroom/changelog.Debian.gz"
 cmp -s "$work/root/usr/lib/systemd/system/headroomd.service" "$src/systemd/headroomd.service" ||
   fail "the packaged unit differs from systemd/headroomd.service"

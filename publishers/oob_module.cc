@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "publishers/oob_module.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <filesystem>
+
+namespace headroom::publishers {
+
+std::string oob_module_path() {
+  char exe[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    if (std::filesystem::path(exe).parent_path() == HEADROOM_BUILD_AGENT_DIR) return HEADROOM_BUILD_OOB_MODULE;
+  }
+  return HEADROOM_OOB_MODULE;
+}
+
+std::variant<Publishers, BuildError> build_oob_publishers(const agent::Config& config) {
+  if (config.oob.listen.empty()) return Publishers{};
+  using Build = void (*)(const agent::Config*, std::variant<Publishers, BuildError>*);
+  // Loaded once and never unloaded: the streams and listeners it keeps
+  // outlive a reload (OobHub).
+  static Build build = nullptr;
+  static std::string why;
+  if (build == nullptr) {
+    const std::string path = oob_module_path();
+    void* module = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (module == nullptr) {
+      const char* e = ::dlerror();
+      return BuildError{false, "oob.listen: cannot load the [oob] module " + path + ": " + (e ? e : "unknown error") +
+                                   "; it is part of the headroom package (reinstall it), or empty [oob] listen"};
+    }
+    build = reinterpret_cast<Build>(::dlsym(module, "headroom_oob_build"));
+    if (build == nullptr)
+      return BuildError{false, "oob.listen: " + path + " is not headroom's [oob] module (no headroom_oob_build)"};
+  }
+  std::variant<Publishers, BuildError> out;
+  build(&config, &out);
+  return out;
+}
+
+}  // namespace headroom::publishers

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+// [oob]'s publisher lives in a module of its own, headroom-oob.so, loaded
+// only when [oob] listen names an address: gRPC and its libraries (about
+// 10 MiB of a daemon's RSS) are mapped into headroomd only when it serves
+// the out-of-band stream. oob_publisher.h is the module's side.
+#pragma once
+
+#include <string>
+#include <variant>
+
+#include "agent/config.h"
+#include "publishers/publisher.h"
+
+namespace headroom::publishers {
+
+// Nothing without [oob] listen; otherwise the module's publishers, or why
+// the module or a listener could not be had (exit 73, as for a listener).
+std::variant<Publishers, BuildError> build_oob_publishers(const agent::Config& config);
+
+// Where headroomd looks for the module: beside the build tree's own when it
+// runs from there, else where the package installs it.
+std::string oob_module_path();
+
+}  // namespace headroom::publishers
+
+// The module's entry point (extern "C": found by name with dlsym).
+extern "C" void headroom_oob_build(const headroom::agent::Config* config,
+                                   std::variant<headroom::publishers::Publishers, headroom::publishers::BuildError>* out);
