@@ -12,11 +12,11 @@ namespace headroom::publishers {
 std::string oob_module_path() {
   char exe[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    if (std::filesystem::path(exe).parent_path() == HEADROOM_BUILD_AGENT_DIR) return HEADROOM_BUILD_OOB_MODULE;
-  }
-  return HEADROOM_OOB_MODULE;
+  if (n <= 0) return std::string("/usr/sbin/") + HEADROOM_OOB_MODULE;  // no /proc: the package's place
+  exe[n] = '\0';
+  const auto dir = std::filesystem::path(exe).parent_path();
+  if (dir == HEADROOM_BUILD_AGENT_DIR) return HEADROOM_BUILD_OOB_MODULE;
+  return (dir / HEADROOM_OOB_MODULE).lexically_normal().string();
 }
 
 std::variant<Publishers, BuildError> build_oob_publishers(const agent::Config& config) {

@@ -17,8 +17,9 @@ namespace headroom::publishers {
 // the module or a listener could not be had (exit 73, as for a listener).
 std::variant<Publishers, BuildError> build_oob_publishers(const agent::Config& config);
 
-// Where headroomd looks for the module: beside the build tree's own when it
-// runs from there, else where the package installs it.
+// Where headroomd looks for the module: the build tree's when it runs from
+// there, else ../lib/headroom/headroom-oob.so from its own directory (the
+// package: /usr/lib/headroom/headroom-oob.so).
 std::string oob_module_path();
 
 }  // namespace headroom::publishers

@@ -1261,6 +1261,25 @@ class OobTest(unittest.TestCase):
         kept.close()
         agent.check_alive()
 
+    def test_6c_a_missing_module_is_a_clear_error(self):
+        """[oob] is a module headroomd loads (publishers/oob_module.h): a
+        headroomd that cannot find it refuses to start with [oob] (exit 73,
+        naming the file) and starts without."""
+        bindir = os.path.join(self.tmp, "sbin")
+        os.makedirs(bindir)
+        copy = os.path.join(bindir, "headroomd")
+        shutil.copy(HEADROOMD, copy)  # ../lib/headroom/headroom-oob.so does not exist from here
+        config = os.path.join(self.tmp, "with-oob.toml")
+        with open(config, "w") as f:
+            f.write(f'[agent]\norca_dir = "{self.tmp}/orca"\n[oob]\nlisten = ["unix:{self.tmp}/oob.sock"]\n')
+        p = subprocess.run([copy, "--config", config, "--once"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 73, p.stderr)
+        self.assertIn(f"cannot load the [oob] module {self.tmp}/lib/headroom/headroom-oob.so", p.stderr)
+        with open(config, "w") as f:
+            f.write(f'[agent]\norca_dir = "{self.tmp}/orca"\n')
+        p = subprocess.run([copy, "--config", config, "--once"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
     # 7 ---------------------------------------------------------------------
     def test_7_sigterm_final_report_then_unavailable_and_restart(self):
         server = TestServer(self, self.tmp, "1ms")
