@@ -143,6 +143,10 @@ std::optional<double> node_cpu(const NodeValues& values) {
   return values.cpu_utilization;
 }
 
+double endpoint_application_utilization(const EndpointSignals& s, std::optional<double> cpu) {
+  return std::max(endpoint_composite(s).value_or(0.0), cpu.value_or(0.0));
+}
+
 void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSignals* s, const ReportMeta& meta,
                                 orca::Report& r, std::optional<double> cpu) {
   MapRefill nm(*r.mutable_named_metrics());
@@ -158,9 +162,8 @@ void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSi
   }
   std::array<KeyedValue, 3> shares;
   for (std::size_t i = 0, n = endpoint_utilization(*s, shares); i < n; ++i) u.set(shares[i].key, shares[i].value);
-  auto app = endpoint_composite(*s);
   r.set_cpu_utilization(cpu.value_or(0.0));
-  r.set_application_utilization(std::max(app.value_or(0.0), cpu.value_or(0.0)));
+  r.set_application_utilization(endpoint_application_utilization(*s, cpu));
   r.set_rps_fractional(s->rps);
   r.set_eps(s->eps);
   nm.set(orca::kMetricInflight, s->inflight_now);

@@ -77,6 +77,10 @@ std::size_t endpoint_utilization(const EndpointSignals& signals, std::array<Keye
 // (unclamped), when the node publishes the cpu signal.
 std::optional<double> node_cpu(const NodeValues& values);
 
+// An endpoint report's application_utilization: the largest of its shares
+// (endpoint_composite) and the node's CPU utilization, when known.
+double endpoint_application_utilization(const EndpointSignals& signals, std::optional<double> node_cpu_utilization);
+
 // endpoint.<name>.orca. With signals: utilization[latency.slo_target,
 // latency.slo_max, concurrency (when max_concurrency is declared)],
 // rps_fractional, eps, cpu_utilization = the node's (when known),

@@ -123,8 +123,7 @@ void MetricsState::update(const Tick& tick) {
     std::array<agent::KeyedValue, 3> shares;
     for (std::size_t k = 0, n = agent::endpoint_utilization(*t.signals, shares); k < n; ++k)
       e.utilization.emplace_back(std::string(shares[k].key), shares[k].value);
-    const auto app = agent::endpoint_composite(*t.signals);
-    e.application_utilization = app ? *app : 0.0;
+    e.application_utilization = agent::endpoint_application_utilization(*t.signals, agent::node_cpu(tick.values));
     e.in_flight = t.signals->inflight_now;
     e.pending = t.signals->pending;
   }
@@ -142,7 +141,7 @@ std::vector<MetricFamily> MetricsState::families(const std::string& version) con
   auto util = family("headroom_utilization_ratio",
                      "Each entry of an ORCA report's utilization map, as published (0 to 1).", MetricType::Gauge);
   auto app = family("headroom_application_utilization_ratio",
-                    "An ORCA report's application_utilization: the node's composite, an endpoint's largest signal.",
+                    "An ORCA report's application_utilization: the node's composite; an endpoint's largest signal or the node's CPU.",
                     MetricType::Gauge);
   if (have_tick_) {
     for (const auto& [key, value] : node_utilization_) gauge(util, {node(), label("signal", key)}, value);

@@ -176,7 +176,8 @@ TEST_F(MetricsStateTest, GaugesAreTheReportsValues) {
   EXPECT_EQ(s.at("headroom_memory_utilization_ratio").at("scope=node"), 0.5);
   EXPECT_EQ(s.at("headroom_application_utilization_ratio").at("scope=node"), tick_.values.application_utilization);
   // endpoint.api.orca: what build_endpoint_report puts in its utilization map.
-  const orca::Report api_report = agent::build_endpoint_report(config_.endpoints[0], &api_, tick_.meta);
+  const orca::Report api_report = agent::build_endpoint_report(config_.endpoints[0], &api_, tick_.meta,
+                                                                agent::node_cpu(tick_.values));  // as orca_dir does
   std::size_t api_series = 0;
   for (const auto& [key, value] : api_report.utilization()) {
     EXPECT_EQ(s.at("headroom_utilization_ratio").at("endpoint=api,scope=endpoint,signal=" + key), value) << key;
