@@ -22,7 +22,6 @@ root fails with CI=true and skips (exit 77) elsewhere.
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import socket
@@ -38,6 +37,10 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import orca_oob  # noqa: E402  (next to this file)
 from orca_oob import grpc  # noqa: E402  (None when python3-grpcio is missing)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import harness  # noqa: E402  (tests/support/harness.py: processes, waits, figures)
+from harness import (Fatal, Proc, TestServer, figure, free_port, note, reap, rss_kib, tail,  # noqa: E402
+                     toml_string, wait_until)
 
 SOURCE_DIR = BUILD_DIR = ""
 HEADROOMD = HEADROOMCTL = TEST_SERVER = TEST_LOAD = ""
@@ -47,49 +50,6 @@ HAVE_IPV6 = False
 INTERVAL_MS = 100  # agent.interval in every case
 RSS_LIMIT_MIB = 60
 FIRST_MESSAGE_LIMIT_S = 0.5  # "the first message comes at once"
-FIGURES = []
-
-_LIVE_PROCS = []
-_TEMP_DIRS = []
-
-
-def note(text):
-    print(text, file=sys.stderr, flush=True)
-
-
-def figure(text):
-    FIGURES.append(text)
-    note("FIGURE: " + text)
-
-
-class Fatal(AssertionError):
-    """Raised from a wait's predicate to stop waiting at once."""
-
-
-def wait_until(pred, timeout, what, poll=0.05):
-    """Polls pred until it returns something true; its value. Bounded."""
-    deadline = time.monotonic() + timeout
-    last_error = None
-    while True:
-        try:
-            value = pred()
-            if value:
-                return value
-        except Fatal:
-            raise
-        except Exception as e:
-            last_error = e
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}" +
-                                 (f" (last error: {last_error!r})" if last_error else ""))
-        time.sleep(poll)
-
-
-def free_port(host="127.0.0.1"):
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def free_port_both():
@@ -108,36 +68,12 @@ def free_port_both():
     raise AssertionError("no port free on both 127.0.0.1 and ::1")
 
 
-def make_temp_dir(case):
-    d = tempfile.mkdtemp(prefix="headroom-oob-")
-    _TEMP_DIRS.append(d)
-
-    def remove():
-        shutil.rmtree(d, ignore_errors=True)
-        if d in _TEMP_DIRS:
-            _TEMP_DIRS.remove(d)
-    case.addCleanup(remove)
-    return d
-
-
-def tail(text, lines=25):
-    return "\n".join(text.splitlines()[-lines:])
-
-
 def p50(values):
     return statistics.median(values) if values else None
 
 
 def fmt(v, digits=0):
     return "-" if v is None else f"{v:.{digits}f}"
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return None
 
 
 def ipv6_loopback():
@@ -147,10 +83,6 @@ def ipv6_loopback():
     except OSError:
         return False
     return any(row[0] == "0" * 31 + "1" and row[-1] == "lo" for row in rows)
-
-
-def toml_string(s):
-    return json.dumps(s)  # the paths and names here need no escape TOML and JSON disagree on
 
 
 def code_name(code):
@@ -173,81 +105,6 @@ def report_diff(a, b):
 
 # ---------------------------------------------------------------------------
 # Processes
-
-class Proc:
-    """A started program, its stdout and stderr in files of the case's temp dir."""
-
-    def __init__(self, name, argv, logdir, case=None):
-        self.name = name
-        self.argv = [str(a) for a in argv]
-        self.out_path = os.path.join(logdir, name + ".out")
-        self.err_path = os.path.join(logdir, name + ".err")
-        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.p = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                      close_fds=True)
-        _LIVE_PROCS.append(self)
-        if case is not None:
-            case.addCleanup(self.stop)
-
-    @property
-    def pid(self):
-        return self.p.pid
-
-    def alive(self):
-        return self.p.poll() is None
-
-    def out(self):
-        with open(self.out_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def err(self):
-        with open(self.err_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def signal(self, sig):
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-
-    def wait(self, timeout):
-        """The exit code, or None if still running after timeout seconds."""
-        try:
-            return self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def stop(self, grace=5.0):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait(10)
-        if self in _LIVE_PROCS:
-            _LIVE_PROCS.remove(self)
-        return self.p.returncode
-
-
-class TestServer:
-    """hr-test-server in HTTP mode on 127.0.0.1, every path delayed by `delay`."""
-
-    def __init__(self, case, tmp, delay, name="hr-test-server"):
-        self.proc = Proc(name, [TEST_SERVER, "--port", "0", "--delay", "/=" + delay], tmp, case)
-
-        def port():
-            if not self.proc.alive():
-                raise Fatal("hr-test-server exited: " + self.proc.err())
-            m = re.search(r"^port=(\d+)$", self.proc.out(), re.M)
-            return int(m.group(1)) if m else None
-        self.port = wait_until(port, 10, "hr-test-server's port=N line")
-
-
-def start_load(case, tmp, port, rate=200, connections=4, duration="120s"):
-    """hr-test-load, paced; it runs until the case stops it."""
-    return Proc(f"hr-test-load-{port}", [TEST_LOAD, "--port", port, "--connections", connections, "--rate", rate,
-                                         "--duration", duration], tmp, case)
-
-
 
 def _connectable(path):
     """Whether a unix socket at path accepts a connection."""
@@ -668,7 +525,7 @@ class OobTest(unittest.TestCase):
 
     def setUp(self):
         self.started = time.monotonic()
-        self.tmp = make_temp_dir(self)
+        self.tmp = harness.make_temp_dir(self, "headroom-oob-")
 
     def tearDown(self):
         note(f"    [{self.id().rsplit('.', 1)[-1]}: {time.monotonic() - self.started:.1f} s]")
@@ -763,7 +620,8 @@ class OobTest(unittest.TestCase):
         s1 = TestServer(self, self.tmp, "1ms", "hr-test-server-1")
         s2 = TestServer(self, self.tmp, "1ms", "hr-test-server-2")
         agent = Agent(self, self.tmp, endpoints=self.endpoints(s1.port, s2.port), default_interval="200ms")
-        load = start_load(self, self.tmp, s1.port, rate=200)
+        load = harness.start_load(self, self.tmp, s1.port, rate=200, duration="120s",
+                                   name=f"hr-test-load-{s1.port}")
         agent.wait_ready(scopes=("endpoint.web1", "endpoint.web2"))
 
         def measured():
@@ -1370,17 +1228,6 @@ class OobTest(unittest.TestCase):
 
 # ---------------------------------------------------------------------------
 
-def reap():
-    for p in list(_LIVE_PROCS):
-        try:
-            p.stop(grace=2.0)
-        except Exception as e:
-            note(f"cannot stop {p.name} ({p.pid}): {e}")
-    for d in list(_TEMP_DIRS):
-        shutil.rmtree(d, ignore_errors=True)
-        _TEMP_DIRS.remove(d)
-
-
 def supports_oob():
     """(True, "") when the built headroomd accepts an [oob] table."""
     d = tempfile.mkdtemp(prefix="headroom-oob-check-")
@@ -1405,6 +1252,7 @@ def main():
     HEADROOMCTL = os.path.join(BUILD_DIR, "agent", "headroomctl")
     TEST_SERVER = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-server")
     TEST_LOAD = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-load")
+    harness.TEST_SERVER, harness.TEST_LOAD = TEST_SERVER, TEST_LOAD
     missing_built = [p for p in (HEADROOMD, HEADROOMCTL, TEST_SERVER, TEST_LOAD) if not os.access(p, os.X_OK)]
     if missing_built:
         print(f"FAIL: not built: {', '.join(missing_built)}", file=sys.stderr)
@@ -1451,7 +1299,7 @@ def main():
         note(f"\nFAIL: interrupted ({e or 'SIGINT'}); stopping everything the test started")
     finally:
         reap()
-    note("\nFigures:\n" + "\n".join("  " + f for f in FIGURES))
+    harness.print_figures()
     note(f"wall time {time.monotonic() - started:.1f} s")
     return 0 if result is not None and result.wasSuccessful() else 1
 

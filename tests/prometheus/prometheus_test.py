@@ -25,11 +25,14 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
 import urllib.parse
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import harness  # noqa: E402  (tests/support/harness.py: processes, waits, figures)
+from harness import (Fatal, Proc, TestServer, figure, free_port, note, reap, rss_kib, tail,  # noqa: E402
+                     toml_string, wait_until)
 
 SOURCE_DIR = BUILD_DIR = ""
 HEADROOMD = HEADROOMCTL = TEST_SERVER = TEST_LOAD = ""
@@ -38,18 +41,12 @@ SANITIZED = False  # an AddressSanitizer build: RSS is not comparable
 
 INTERVAL_MS = 100  # agent.interval in every case
 RSS_LIMIT_MIB = 40
-FIGURES = []
 
 # Families that may have no series at all: no publisher failed yet.
 MAY_BE_EMPTY = {"headroom_publish_failures_total"}
 DOCUMENTED_LE = ["0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5",
                  "1", "2.5", "5", "10", "+Inf"]
 
-# Everything started, so that an interrupted run still stops it (unittest
-# skips a test's cleanups on KeyboardInterrupt).
-_LIVE_PROCS = []
-_LIVE_MOUNTS = []
-_TEMP_DIRS = []
 
 
 def documented_metrics():
@@ -58,57 +55,6 @@ def documented_metrics():
         text = f.read()
     return {m.group(1): m.group(2) for m in
             re.finditer(r"^\| `(headroom_[a-z_]+)` \| (gauge|counter|histogram|summary) \|", text, re.M)}
-
-
-def note(text):
-    print(text, file=sys.stderr, flush=True)
-
-
-def figure(text):
-    FIGURES.append(text)
-    note("FIGURE: " + text)
-
-
-class Fatal(AssertionError):
-    """Raised from a wait's predicate to stop waiting at once."""
-
-
-def wait_until(pred, timeout, what, poll=0.05):
-    """Polls pred until it returns something true; its value. Bounded."""
-    deadline = time.monotonic() + timeout
-    last_error = None
-    while True:
-        try:
-            value = pred()
-            if value:
-                return value
-        except Fatal:
-            raise
-        except Exception as e:  # a scrape that failed, a file not there yet
-            last_error = e
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}" +
-                                 (f" (last error: {last_error!r})" if last_error else ""))
-        time.sleep(poll)
-
-
-def free_port(host="127.0.0.1"):
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def make_temp_dir(case):
-    d = tempfile.mkdtemp(prefix="headroom-prom-")
-    _TEMP_DIRS.append(d)
-
-    def remove():
-        shutil.rmtree(d, ignore_errors=True)
-        if d in _TEMP_DIRS:
-            _TEMP_DIRS.remove(d)
-    case.addCleanup(remove)
-    return d
 
 
 def http_get(host, port, path="/metrics", timeout=5.0):
@@ -120,10 +66,6 @@ def http_get(host, port, path="/metrics", timeout=5.0):
         return r.status, r.read().decode("utf-8", "replace")
     finally:
         conn.close()
-
-
-def tail(text, lines=25):
-    return "\n".join(text.splitlines()[-lines:])
 
 
 # ---------------------------------------------------------------------------
@@ -171,84 +113,6 @@ class Exposition:
 
 # ---------------------------------------------------------------------------
 # Processes
-
-class Proc:
-    """A started program, its stdout and stderr in files of the case's temp dir."""
-
-    def __init__(self, name, argv, logdir, case=None):
-        self.name = name
-        self.argv = [str(a) for a in argv]
-        self.out_path = os.path.join(logdir, name + ".out")
-        self.err_path = os.path.join(logdir, name + ".err")
-        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.p = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                      close_fds=True)
-        _LIVE_PROCS.append(self)
-        if case is not None:
-            case.addCleanup(self.stop)
-
-    @property
-    def pid(self):
-        return self.p.pid
-
-    def alive(self):
-        return self.p.poll() is None
-
-    def out(self):
-        with open(self.out_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def err(self):
-        with open(self.err_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def signal(self, sig):
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-
-    def wait(self, timeout):
-        """The exit code, or None if still running after timeout seconds."""
-        try:
-            return self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def stop(self, grace=3.0):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait(10)
-        if self in _LIVE_PROCS:
-            _LIVE_PROCS.remove(self)
-        return self.p.returncode
-
-
-class TestServer:
-    """hr-test-server in HTTP mode on 127.0.0.1, every path delayed by `delay`."""
-
-    def __init__(self, case, tmp, delay):
-        self.proc = Proc("hr-test-server", [TEST_SERVER, "--port", "0", "--delay", "/=" + delay], tmp, case)
-
-        def port():
-            if not self.proc.alive():
-                raise Fatal("hr-test-server exited: " + self.proc.err())
-            m = re.search(r"^port=(\d+)$", self.proc.out(), re.M)
-            return int(m.group(1)) if m else None
-        self.port = wait_until(port, 10, "hr-test-server's port=N line")
-
-
-def start_load(case, tmp, port, rate=200, connections=4, duration="60s"):
-    """hr-test-load, paced; it runs until the case stops it."""
-    return Proc("hr-test-load", [TEST_LOAD, "--port", port, "--connections", connections, "--rate", rate,
-                                 "--duration", duration], tmp, case)
-
-
-def toml_string(s):
-    return json.dumps(s)  # the paths and names here need no escape TOML and JSON disagree on
-
 
 class Agent:
     """headroomd --config FILE, FILE written from keyword settings."""
@@ -338,14 +202,6 @@ def ctl_cat(path, timeout=5):
     if r.returncode != 0:
         raise AssertionError(f"headroomctl cat {path} --json exited {r.returncode}: {r.stderr.decode()}")
     return json.loads(r.stdout)
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return None
 
 
 class OrcaMonitor(threading.Thread):
@@ -570,7 +426,7 @@ class PrometheusTest(unittest.TestCase):
 
     def setUp(self):
         self.started = time.monotonic()
-        self.tmp = make_temp_dir(self)
+        self.tmp = harness.make_temp_dir(self, "headroom-prom-")
 
     def tearDown(self):
         note(f"    [{self.id().rsplit('.', 1)[-1]}: {time.monotonic() - self.started:.1f} s]")
@@ -585,7 +441,7 @@ class PrometheusTest(unittest.TestCase):
         agent = Agent(self, self.tmp, listen=f"127.0.0.1:{free_port()}",
                       endpoints=[self.web_endpoint(server.port, max_concurrency=4)])
         agent.wait_ready(need_ebpf=True)
-        load = start_load(self, self.tmp, server.port, rate=200)
+        load = harness.start_load(self, self.tmp, server.port, rate=200)
         monitor = OrcaMonitor(agent, ctl_every=0.02, extra=["endpoint.web.orca"])
         monitor.start()
         self.addCleanup(monitor.stop)
@@ -782,7 +638,7 @@ class PrometheusTest(unittest.TestCase):
         agent = Agent(self, self.tmp, listen=f"127.0.0.1:{free_port()}", textfile=textfile,
                       endpoints=[self.web_endpoint(server.port, max_concurrency=8)])
         agent.wait_ready(need_ebpf=True)
-        load = start_load(self, self.tmp, server.port, rate=100, duration="2s")
+        load = harness.start_load(self, self.tmp, server.port, rate=100, duration="2s")
         self.assertEqual(load.wait(10), 0, load.err())
         wait_until(lambda: agent.scrape().value("headroom_endpoint_requests_total", endpoint="web") >= 150, 5,
                    "the endpoint's requests counted")
@@ -1061,10 +917,10 @@ class PrometheusTest(unittest.TestCase):
 
     def test_6b_textfile_directory_read_only(self):
         def unmount(d):
-            if d in _LIVE_MOUNTS:
+            if d in harness.LIVE_MOUNTS:
                 if subprocess.run(["umount", d], capture_output=True).returncode != 0:
                     subprocess.run(["umount", "-l", d], capture_output=True)
-                _LIVE_MOUNTS.remove(d)
+                harness.LIVE_MOUNTS.remove(d)
 
         def read_only(d):
             if not shutil.which("mount"):
@@ -1072,7 +928,7 @@ class PrometheusTest(unittest.TestCase):
             r = subprocess.run(["mount", "--bind", d, d], capture_output=True, text=True)
             if r.returncode != 0:
                 return f"mount --bind {d} {d} failed: {r.stderr.strip()}"
-            _LIVE_MOUNTS.append(d)
+            harness.LIVE_MOUNTS.append(d)
             self.addCleanup(unmount, d)
             r = subprocess.run(["mount", "-o", "remount,bind,ro", d], capture_output=True, text=True)
             if r.returncode != 0:
@@ -1095,7 +951,7 @@ class PrometheusTest(unittest.TestCase):
         server = TestServer(self, self.tmp, "1ms")
         agent = Agent(self, self.tmp, listen=f"127.0.0.1:{free_port()}", endpoints=[self.web_endpoint(server.port)])
         agent.wait_ready(need_ebpf=True)
-        start_load(self, self.tmp, server.port, rate=200)
+        harness.start_load(self, self.tmp, server.port, rate=200)
         history = []
 
         def requests(m=None):
@@ -1204,21 +1060,6 @@ class PrometheusTest(unittest.TestCase):
 
 # ---------------------------------------------------------------------------
 
-def reap():
-    for p in list(_LIVE_PROCS):
-        try:
-            p.stop(grace=2.0)
-        except Exception as e:
-            note(f"cannot stop {p.name} ({p.pid}): {e}")
-    for d in list(_LIVE_MOUNTS):
-        if subprocess.run(["umount", d], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", d], capture_output=True)
-        _LIVE_MOUNTS.remove(d)
-    for d in list(_TEMP_DIRS):
-        shutil.rmtree(d, ignore_errors=True)
-        _TEMP_DIRS.remove(d)
-
-
 def main():
     global SOURCE_DIR, BUILD_DIR, HEADROOMD, HEADROOMCTL, TEST_SERVER, TEST_LOAD
     global PROMETHEUS, PROMTOOL, NODE_EXPORTER, CURL, SANITIZED
@@ -1230,6 +1071,7 @@ def main():
     HEADROOMCTL = os.path.join(BUILD_DIR, "agent", "headroomctl")
     TEST_SERVER = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-server")
     TEST_LOAD = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-load")
+    harness.TEST_SERVER, harness.TEST_LOAD = TEST_SERVER, TEST_LOAD
     missing_built = [p for p in (HEADROOMD, HEADROOMCTL, TEST_SERVER, TEST_LOAD) if not os.access(p, os.X_OK)]
     if missing_built:
         print(f"FAIL: not built: {', '.join(missing_built)}", file=sys.stderr)
@@ -1267,7 +1109,7 @@ def main():
         note(f"\nFAIL: interrupted ({e or 'SIGINT'}); stopping everything the test started")
     finally:
         reap()
-    note("\nFigures:\n" + "\n".join("  " + f for f in FIGURES))
+    harness.print_figures()
     note(f"wall time {time.monotonic() - started:.1f} s")
     return 0 if result is not None and result.wasSuccessful() else 1
 
