@@ -27,14 +27,15 @@ For experiments: --variants "0 1000@100ms 1000@100ms/k1", --rounds, --slice,
 """
 import argparse
 import json
-import math
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ProcessOwner, cpu_clock_ns, free_port, loadavg, median, pct  # noqa: E402  (next to this file)
 
 INTERVAL_MS = 100  # agent.interval of the run
 HZ = os.sysconf("SC_CLK_TCK")
@@ -48,38 +49,11 @@ QUICK_VARIANTS = "0 1@100ms 100@100ms 1000@100ms 1000@10s"
 
 # ------------------------------------------------------------------ helpers
 
-def pct(values, q):
-    """Nearest rank: every figure printed was observed."""
-    v = sorted(values)
-    if not v:
-        return float("nan")
-    return v[max(0, math.ceil(q * len(v)) - 1)]
-
-
-def median(values):
-    v = sorted(x for x in values if x == x)
-    if not v:
-        return float("nan")
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
-
-
 def spread(values, fmt):
     v = [x for x in values if x == x]
     if not v:
         return "—"
     return f"{fmt.format(median(v))} ({fmt.format(min(v))}–{fmt.format(max(v))})"
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def cpu_clock_ns(pid):
-    """The process CPU clock (clock_getcpuclockid): every thread, exited ones
-    too, in ns."""
-    return time.clock_gettime_ns(((~pid) << 3) | 2)
 
 
 def stat_ticks(pid):
@@ -122,12 +96,6 @@ def threads(pid):
     return out
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def parse_variant(spec):
     """"0", "1000@100ms", "1000@10s/k1" -> dict"""
     k = None
@@ -146,7 +114,9 @@ def parse_variant(spec):
 
 # ----------------------------------------------------------------- the run
 
-class Bench:
+class Bench(ProcessOwner):
+    stop_timeout = 15
+
     def __init__(self, a):
         self.a = a
         self.build = os.path.abspath(a.build)
@@ -166,34 +136,6 @@ class Bench:
         self.ticks = []   # (t_ns, seq, timestamp_ms) from the watcher
 
     # -- processes
-    def start(self, argv, log, **kw):
-        env = dict(os.environ)
-        env.pop("NOTIFY_SOCKET", None)
-        p = subprocess.Popen(argv, stdout=open(log, "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             env=env, cwd=self.work, **kw)
-        self.procs.append(p)
-        return p
-
-    def stop(self, p, sig=signal.SIGTERM):
-        if p.poll() is None:
-            p.send_signal(sig)
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        if p in self.procs:
-            self.procs.remove(p)
-
-    def cleanup(self):
-        for p in list(reversed(self.procs)):
-            try:
-                if p.stdin:
-                    p.stdin.close()
-            except OSError:
-                pass
-            self.stop(p)
-
     def start_headroomd(self, sub="main"):
         d = os.path.join(self.work, sub)
         self.orca_dir = os.path.join(d, "orca")

@@ -19,7 +19,6 @@ import ctypes
 import gzip
 import http.client
 import json
-import math
 import os
 import random
 import re
@@ -30,6 +29,9 @@ import struct
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ProcessOwner, cpu_clock_ns, free_port, loadavg, median, pct  # noqa: E402  (next to this file)
 
 INTERVAL_NS = 100_000_000  # headroomd's default agent.interval
 ENDPOINT_PORT0 = 20000     # [[endpoint]] i listens on ENDPOINT_PORT0 + i
@@ -48,33 +50,6 @@ PLAIN_HEADERS = {"Accept": "text/plain;version=0.0.4"}  # http.client adds Accep
 
 
 # ------------------------------------------------------------------ helpers
-
-def pct(values, q):
-    """Nearest rank: every figure printed was observed."""
-    v = sorted(values)
-    if not v:
-        return float("nan")
-    return v[max(0, math.ceil(q * len(v)) - 1)]
-
-
-def median(values):
-    v = sorted(values)
-    if not v:
-        return float("nan")
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def cpu_clock_ns(pid):
-    """The process CPU clock (clock_getcpuclockid): every thread, also those
-    that exited, in ns."""
-    return time.clock_gettime_ns(((~pid) << 3) | 2)
-
 
 def task_schedstat_ns(pid):
     """Σ of /proc/PID/task/*/schedstat's first field (ns on CPU). The file of
@@ -116,12 +91,6 @@ HZ = os.sysconf("SC_CLK_TCK")
 def cpu_sample(pids):
     """{name: (cpu clock ns, Σ task schedstat ns, stat ticks)}"""
     return {k: (cpu_clock_ns(p), task_schedstat_ns(p), stat_ticks(p)) for k, p in pids.items()}
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def port_in_use(port):
@@ -311,7 +280,7 @@ def named_metrics(b):
 
 # ----------------------------------------------------------------- the run
 
-class Bench:
+class Bench(ProcessOwner):
     def __init__(self, a):
         self.a = a
         self.build = os.path.abspath(a.build)
@@ -343,34 +312,6 @@ class Bench:
         self.tick_results = []
 
     # -- processes
-    def start(self, argv, log, **kw):
-        env = dict(os.environ)
-        env.pop("NOTIFY_SOCKET", None)
-        p = subprocess.Popen(argv, stdout=open(log, "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             env=env, cwd=self.work, **kw)
-        self.procs.append(p)
-        return p
-
-    def stop(self, p, sig=signal.SIGTERM):
-        if p.poll() is None:
-            p.send_signal(sig)
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        if p in self.procs:
-            self.procs.remove(p)
-
-    def cleanup(self):
-        for p in list(reversed(self.procs)):
-            try:
-                if p.stdin:
-                    p.stdin.close()
-            except OSError:
-                pass
-            self.stop(p)
-
     def wait_listening(self, p, port, log, what, seconds=10):
         end = time.monotonic() + seconds
         while time.monotonic() < end:
