@@ -43,6 +43,7 @@
 #include "nginx.h"
 #include "process.h"
 #include "temp_dir.h"
+#include "test_server.h"
 
 namespace headroom {
 namespace {
@@ -53,7 +54,6 @@ using testing::eventually;
 using testing::Process;
 using testing::TempDir;
 
-const char* const kServerPath = HR_TEST_SERVER_PATH;
 const char* const kLoadPath = HR_TEST_LOAD_PATH;
 constexpr const char* kWrkPath = "/usr/bin/wrk";
 
@@ -189,31 +189,8 @@ class Agent {
   std::unique_ptr<Process> proc_;
 };
 
-// hr-test-server on an ephemeral port.
-struct Server {
-  std::unique_ptr<Process> proc;
-  uint16_t port = 0;
-};
-
-Server start_server(const TempDir& dir, std::vector<std::string> args) {
-  args.insert(args.begin(), {kServerPath, "--port", "0"});
-  Server s;
-  s.proc = std::make_unique<Process>(args, dir);
-  eventually([&] {
-    const auto out = s.proc->out();
-    return out.find('\n') != std::string::npos || !s.proc->running();
-  });
-  const auto out = s.proc->out();
-  if (out.starts_with("port=")) s.port = static_cast<uint16_t>(std::atoi(out.c_str() + 5));
-  EXPECT_NE(s.port, 0) << "hr-test-server printed no port: " << out << s.proc->err();
-  return s;
-}
-
-// Sends SIGCONT at scope exit, so a failing assertion never leaves a stopped server.
-struct ContinueAtExit {
-  pid_t pid;
-  ~ContinueAtExit() { ::kill(pid, SIGCONT); }
-};
+using testing::ContinueAtExit;
+using testing::start_test_server;
 
 // --- hr-test-load ---------------------------------------------------------
 
@@ -421,7 +398,7 @@ std::optional<WrkResult> parse_wrk(const std::string& out) {
 TEST(EndpointEbpf, PercentilesAndSloShareMatchTheClientOnAKeepAliveHttpServer) {
   REQUIRE_EBPF();
   TempDir dir(testing::tmpfs_base());
-  auto server = start_server(dir, {"--mode", "http", "--delay", "/fast=1ms", "--delay", "/slow=20ms"});
+  auto server = start_test_server(dir, {"--mode", "http", "--delay", "/fast=1ms", "--delay", "/slow=20ms"});
   ASSERT_NE(server.port, 0);
   Agent agent(dir, "6s", {"name=mix,port=" + std::to_string(server.port) + ",path=/,target=10ms,max=500ms"});
   ASSERT_TRUE(agent.wait_ready({"mix"}));
@@ -506,7 +483,7 @@ TEST(EndpointEbpf, InflightCountsConcurrentSlowRequests) {
   constexpr int kN = 7;
   constexpr double kMaxConcurrency = 10;
   TempDir dir(testing::tmpfs_base());
-  auto server = start_server(dir, {"--mode", "http", "--delay", "/hold=3s"});
+  auto server = start_test_server(dir, {"--mode", "http", "--delay", "/hold=3s"});
   ASSERT_NE(server.port, 0);
   Agent agent(dir, "1s",
               {"name=hold,port=" + std::to_string(server.port) + ",path=/hold,target=100ms,max=10s,max_concurrency=10"});
@@ -551,7 +528,7 @@ TEST(EndpointEbpf, SloTargetReachesOneWhenTheServerStallsAndRecovers) {
   constexpr auto kWindow = 1s;  // agent.smoothing below
   constexpr auto kSlack = 500ms;
   TempDir dir(testing::tmpfs_base());
-  auto server = start_server(dir, {"--mode", "http", "--delay", "/work=2ms"});
+  auto server = start_test_server(dir, {"--mode", "http", "--delay", "/work=2ms"});
   ASSERT_NE(server.port, 0);
   Agent agent(dir, "1s", {"name=work,port=" + std::to_string(server.port) + ",path=/work,target=10ms,max=500ms"});
   ASSERT_TRUE(agent.wait_ready({"work"}));
@@ -636,7 +613,7 @@ TEST(EndpointEbpf, SloTargetReachesOneForRequestsAStoppedServerNeverReads) {
   constexpr auto kWindow = 1s;  // agent.smoothing below
   constexpr auto kSlack = 500ms;
   TempDir dir(testing::tmpfs_base());
-  auto server = start_server(dir, {"--mode", "http"});
+  auto server = start_test_server(dir, {"--mode", "http"});
   ASSERT_NE(server.port, 0);
   Agent agent(dir, "1s", {"name=idle,port=" + std::to_string(server.port) + ",target=10ms,max=500ms"});
   ASSERT_TRUE(agent.wait_ready({"idle"}));
@@ -719,7 +696,7 @@ TEST(EndpointEbpf, SloTargetReachesOneForRequestsAStoppedServerNeverReads) {
 TEST(EndpointEbpf, GenericModeCountsAndTimesALineProtocol) {
   REQUIRE_EBPF();
   TempDir dir(testing::tmpfs_base());
-  auto server = start_server(dir, {"--mode", "line"});
+  auto server = start_test_server(dir, {"--mode", "line"});
   ASSERT_NE(server.port, 0);
   Agent agent(dir, "4s", {"name=line,port=" + std::to_string(server.port) + ",target=10ms,max=100ms"});
   ASSERT_TRUE(agent.wait_ready({"line"}));
@@ -750,10 +727,10 @@ TEST(EndpointEbpf, GenericModeCountsAndTimesALineProtocol) {
 TEST(EndpointEbpf, EachEndpointCountsOnlyItsOwnRequests) {
   REQUIRE_EBPF();
   TempDir dir(testing::tmpfs_base());
-  auto http = start_server(dir, {"--mode", "http"});
-  auto line = start_server(dir, {"--mode", "line"});
-  auto quiet = start_server(dir, {"--mode", "http"});
-  auto other = start_server(dir, {"--mode", "http"});
+  auto http = start_test_server(dir, {"--mode", "http"});
+  auto line = start_test_server(dir, {"--mode", "line"});
+  auto quiet = start_test_server(dir, {"--mode", "http"});
+  auto other = start_test_server(dir, {"--mode", "http"});
   ASSERT_TRUE(http.port && line.port && quiet.port && other.port);
   InProcessLineServer self, undeclared;
   ASSERT_TRUE(self.port() && undeclared.port());
@@ -853,7 +830,7 @@ TEST(EndpointEbpf, NoEbpfFlagPublishesUnavailableEndpointsAndExplainsOnce) {
 TEST(EndpointEbpf, ServerErrorsCountAsErrorsPerSecond) {
   REQUIRE_EBPF();
   TempDir dir(testing::tmpfs_base());
-  auto server = start_server(dir, {"--mode", "http", "--status", "/err=500", "--status", "/bad=404"});
+  auto server = start_test_server(dir, {"--mode", "http", "--status", "/err=500", "--status", "/bad=404"});
   ASSERT_NE(server.port, 0);
   Agent agent(dir, "4s", {"name=web,port=" + std::to_string(server.port) + ",target=10ms,max=100ms"});
   ASSERT_TRUE(agent.wait_ready({"web"}));

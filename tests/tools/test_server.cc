@@ -5,6 +5,13 @@
 //   http mode: HTTP/1.1 keep-alive. Per path (longest prefix wins):
 //              --delay /slow=50ms, --status /err=500; ?delay_us=N overrides the
 //              delay. Every response goes out in one send() call.
+//              Known capacity (http): --capacity RPS serves at most RPS
+//              requests a second (a token bucket holding RPS/20, at least 1,
+//              shared by all connections); --reject-capacity RPS answers up
+//              to that many more a second 503 at once; whatever exceeds both
+//              is answered 500 after the path's delay. Served requests get
+//              the path's delay and status as usual. Without --capacity
+//              every request is served.
 //   line mode: each request is a line; a leading integer is the delay in
 //              microseconds; the answer is "ok\n".
 //
@@ -24,6 +31,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,10 +60,47 @@ struct PrefixRule {
   T value;
 };
 
+// --capacity / --reject-capacity: two token buckets, refilled by the clock.
+class Admission {
+ public:
+  enum class Verdict { serve, reject, fail };
+
+  Admission(double capacity, double reject_capacity)
+      : serve_(capacity), reject_(reject_capacity), last_(std::chrono::steady_clock::now()) {}
+
+  Verdict admit() {
+    const std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    serve_.refill(elapsed);
+    reject_.refill(elapsed);
+    if (serve_.take()) return Verdict::serve;
+    if (reject_.take()) return Verdict::reject;
+    return Verdict::fail;
+  }
+
+ private:
+  struct Bucket {
+    explicit Bucket(double r) : rate(r), burst(std::max(1.0, r / 20)), tokens(r > 0 ? burst : 0) {}
+    void refill(double seconds) { tokens = rate > 0 ? std::min(burst, tokens + rate * seconds) : 0; }
+    bool take() {
+      if (tokens < 1) return false;
+      tokens -= 1;
+      return true;
+    }
+    double rate, burst, tokens;
+  };
+  std::mutex mu_;
+  Bucket serve_, reject_;
+  std::chrono::steady_clock::time_point last_;
+};
+
 struct Config {
   std::string mode = "http";
   std::vector<PrefixRule<nanoseconds>> delays;
   std::vector<PrefixRule<int>> statuses;
+  Admission* admission = nullptr;  // --capacity; null: serve everything
 };
 
 // The value of the longest prefix of `path` among `rules`, if any.
@@ -218,7 +264,20 @@ void serve_http(int fd, const Config& cfg) {
     std::optional<nanoseconds> delay;
     if (query_pos != std::string_view::npos) delay = query_delay(target.substr(query_pos + 1));
     if (!delay) delay = longest_prefix(cfg.delays, path);
-    const int status = longest_prefix(cfg.statuses, path).value_or(200);
+    int status = longest_prefix(cfg.statuses, path).value_or(200);
+    if (cfg.admission != nullptr) {
+      switch (cfg.admission->admit()) {
+        case Admission::Verdict::serve:
+          break;
+        case Admission::Verdict::reject:  // load shed: at once
+          status = 503;
+          delay = nanoseconds{0};
+          break;
+        case Admission::Verdict::fail:  // beyond both: the work is done, and fails
+          status = 500;
+          break;
+      }
+    }
     const bool head_request = method == "HEAD";
 
     // Body: read it in full, then drop it together with the head.
@@ -277,6 +336,16 @@ int main(int argc, char** argv) {
   app.add_option("--mode", cfg.mode, "Protocol")->check(CLI::IsMember({"http", "line"}))->capture_default_str();
   app.add_option("--delay", delay_rules, "http: PREFIX=DURATION (us/ms/s), repeatable; longest prefix wins");
   app.add_option("--status", status_rules, "http: PREFIX=CODE, repeatable; longest prefix wins (default 200)");
+  double capacity = 0;
+  double reject_capacity = 0;
+  auto* capacity_opt = app.add_option("--capacity", capacity,
+                                      "http: serve at most RPS requests/s (token bucket, burst RPS/20); "
+                                      "the rest get 503 (--reject-capacity) or 500")
+                           ->check(CLI::PositiveNumber);
+  app.add_option("--reject-capacity", reject_capacity,
+                 "http: beyond --capacity, answer up to RPS more requests/s 503 at once; beyond both, 500")
+      ->check(CLI::PositiveNumber)
+      ->needs(capacity_opt);
   CLI11_PARSE(app, argc, argv);
 
   for (const auto& text : delay_rules) {
@@ -296,6 +365,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     cfg.statuses.push_back({rule->first, static_cast<int>(*code)});
+  }
+
+  std::unique_ptr<Admission> admission;
+  if (capacity > 0) {
+    admission = std::make_unique<Admission>(capacity, reject_capacity);
+    cfg.admission = admission.get();
   }
 
   struct sigaction sa{};
