@@ -124,7 +124,7 @@ struct OobConfig {
 struct Config {
   // [agent]
   std::chrono::nanoseconds interval = std::chrono::milliseconds(100);
-  std::chrono::nanoseconds smoothing = std::chrono::seconds(1);  // EWMA time constant; 0 = off
+  std::chrono::nanoseconds smoothing = std::chrono::milliseconds(500);  // EWMA time constant; 0 = off
   std::string orca_dir = "/run/orca";
   std::string proc_root = "/proc";
   std::string sys_root = "/sys";

@@ -396,7 +396,7 @@ constexpr KeyRow kRows[] = {
     // [agent]
     {"agent", "interval", KeyType::duration, kDuration, "10ms to 1h", "\"100ms\"", "",
      "How often the probes are sampled and the reports rewritten.", set_interval},
-    {"agent", "smoothing", KeyType::duration, kDuration, "0s to 10m, and at most 10000 intervals", "\"1s\"", "",
+    {"agent", "smoothing", KeyType::duration, kDuration, "0s to 10m, and at most 10000 intervals", "\"500ms\"", "",
      "Time constant of the moving average applied to each signal; \"0s\" is off.", set_smoothing},
     {"agent", "orca_dir", KeyType::string, "an absolute path string such as \"/run/orca\"", "absolute path",
      "\"/run/orca\"", "", "Directory the report files are written to.",

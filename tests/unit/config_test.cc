@@ -41,7 +41,7 @@ std::string read_file(const std::string& path) {
 TEST(ConfigDefaults, StructDefaultsAreTheDocumentedOnes) {
   const Config c;
   EXPECT_EQ(c.interval, 100ms);
-  EXPECT_EQ(c.smoothing, 1s);
+  EXPECT_EQ(c.smoothing, 500ms);
   EXPECT_EQ(c.orca_dir, "/run/orca");
   EXPECT_EQ(c.proc_root, "/proc");
   EXPECT_EQ(c.sys_root, "/sys");
