@@ -39,7 +39,7 @@ import orca_oob  # noqa: E402  (next to this file)
 from orca_oob import grpc  # noqa: E402  (None when python3-grpcio is missing)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import harness  # noqa: E402  (tests/support/harness.py: processes, waits, figures)
-from harness import (Fatal, Proc, TestServer, figure, free_port, note, reap, rss_kib, tail,  # noqa: E402
+from harness import (Fatal, Proc, TestServer, figure, free_port, note, rss_kib, tail,  # noqa: E402
                      toml_string, wait_until)
 
 SOURCE_DIR = BUILD_DIR = ""
@@ -1285,23 +1285,8 @@ def main():
     if not HAVE_IPV6:
         note("NOTE: no IPv6 loopback on this machine: the [::1] listeners are left out")
 
-    def interrupted(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGTERM, interrupted)
-    started = time.monotonic()
-    result = None
-    try:
-        suite = unittest.defaultTestLoader.loadTestsFromTestCase(OobTest)
-        if os.environ.get("OOB_TEST_ONLY"):  # e.g. OOB_TEST_ONLY=test_5 while debugging
-            suite = unittest.TestSuite(t for t in suite if os.environ["OOB_TEST_ONLY"] in t.id())
-        result = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(suite)
-    except KeyboardInterrupt as e:
-        note(f"\nFAIL: interrupted ({e or 'SIGINT'}); stopping everything the test started")
-    finally:
-        reap()
-    harness.print_figures()
-    note(f"wall time {time.monotonic() - started:.1f} s")
-    return 0 if result is not None and result.wasSuccessful() else 1
+    # OOB_TEST_ONLY=test_5 runs one test while debugging.
+    return harness.run_suite(OobTest, only_env="OOB_TEST_ONLY")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import unittest
 import urllib.parse
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import harness  # noqa: E402  (tests/support/harness.py: processes, waits, figures)
-from harness import (Fatal, Proc, TestServer, figure, free_port, note, reap, rss_kib, tail,  # noqa: E402
+from harness import (Fatal, Proc, TestServer, figure, free_port, note, rss_kib, tail,  # noqa: E402
                      toml_string, wait_until)
 
 SOURCE_DIR = BUILD_DIR = ""
@@ -1097,21 +1097,7 @@ def main():
     PROMETHEUS, PROMTOOL, NODE_EXPORTER = tools["prometheus"], tools["promtool"], tools["prometheus-node-exporter"]
     CURL = shutil.which("curl") or ""
 
-    def interrupted(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGTERM, interrupted)
-    started = time.monotonic()
-    result = None
-    try:
-        suite = unittest.defaultTestLoader.loadTestsFromTestCase(PrometheusTest)
-        result = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(suite)
-    except KeyboardInterrupt as e:
-        note(f"\nFAIL: interrupted ({e or 'SIGINT'}); stopping everything the test started")
-    finally:
-        reap()
-    harness.print_figures()
-    note(f"wall time {time.monotonic() - started:.1f} s")
-    return 0 if result is not None and result.wasSuccessful() else 1
+    return harness.run_suite(PrometheusTest)
 
 
 if __name__ == "__main__":

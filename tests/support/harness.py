@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 
 TEST_SERVER = TEST_LOAD = ""  # set by the test's main()
 FIGURES = []
@@ -184,3 +185,30 @@ def reap():
     for d in list(TEMP_DIRS):
         shutil.rmtree(d, ignore_errors=True)
         TEMP_DIRS.remove(d)
+
+
+def run_suite(case_class, only_env=None, cleanup=None):
+    """Runs one unittest.TestCase class the way every Python integration test
+    does: SIGTERM (ctest's timeout) interrupts like Ctrl-C, everything started
+    is stopped whatever happens (then `cleanup()`), the figures and the wall
+    time are printed last. `only_env` names an environment variable that, when
+    set, keeps only the tests whose id contains its value. The exit status."""
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, interrupted)
+    started = time.monotonic()
+    result = None
+    try:
+        suite = unittest.defaultTestLoader.loadTestsFromTestCase(case_class)
+        if only_env and os.environ.get(only_env):
+            suite = unittest.TestSuite(t for t in suite if os.environ[only_env] in t.id())
+        result = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(suite)
+    except KeyboardInterrupt as e:
+        note(f"\nFAIL: interrupted ({e or 'SIGINT'}); stopping everything the test started")
+    finally:
+        reap()
+        if cleanup is not None:
+            cleanup()
+    print_figures()
+    note(f"wall time {time.monotonic() - started:.1f} s")
+    return 0 if result is not None and result.wasSuccessful() else 1
