@@ -17,5 +17,7 @@ std::pair<CLI::App*, Runner> add_shed_command(CLI::App& app);
 std::pair<CLI::App*, Runner> add_header_command(CLI::App& app);
 // headroomctl oob ADDRESS [--authority A] [--interval D] [--count N] [--duration D] [--json]
 std::pair<CLI::App*, Runner> add_oob_command(CLI::App& app);
+// headroomctl buffer TARGET --baseline RPS [--ramp M,...|--spike N] [--mix ...] [--expect-...] [--json] [--svg F]
+std::pair<CLI::App*, Runner> add_buffer_command(CLI::App& app);
 
 }  // namespace headroom::ctl

@@ -200,8 +200,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("headroomctl ") + HEADROOM_VERSION);
   app.require_subcommand(1);
   app.footer(
-      "Exit status: 0 success, 1 a report file cannot be read or parsed, 64 usage error,\n"
-      "78 invalid configuration (check-config).");
+      "Exit status: 0 success, 1 a report file cannot be read or parsed (buffer: the verdict\n"
+      "failed), 64 usage error, 78 invalid configuration (check-config), 130 buffer interrupted.");
 
   std::string cat_file;
   bool cat_json = false;
@@ -243,6 +243,7 @@ int main(int argc, char** argv) {
   auto [shed, run_shed] = headroom::ctl::add_shed_command(app);
   auto [header, run_header] = headroom::ctl::add_header_command(app);
   auto [oob, run_oob] = headroom::ctl::add_oob_command(app);
+  auto [buffer, run_buffer] = headroom::ctl::add_buffer_command(app);
 
   try {
     app.parse(argc, argv);
@@ -257,5 +258,6 @@ int main(int argc, char** argv) {
   if (shed->parsed()) return run_shed();
   if (header->parsed()) return run_header();
   if (oob->parsed()) return run_oob();
+  if (buffer->parsed()) return run_buffer();
   return kExitUsage;  // unreachable: require_subcommand(1)
 }

@@ -22,7 +22,8 @@ apt-get install -y -q --no-install-recommends \
   ccache \
   prometheus-cpp-dev libmicrohttpd-dev prometheus prometheus-node-exporter python3-yaml \
   podman runc \
-  libgrpc++-dev protobuf-compiler-grpc python3-grpcio
+  libgrpc++-dev protobuf-compiler-grpc python3-grpcio \
+  nlohmann-json3-dev
 # clang, llvm (llvm-strip) and bpftool build the eBPF programs; nginx-light
 # and wrk are a third-party server and load generator for the eBPF tests and
 # benchmarks. The two lines before ccache are for the packaging tests (tests/packaging/): systemd

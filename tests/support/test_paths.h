@@ -14,6 +14,7 @@ extern const char* const headroomctl;
 extern const char* const protoc;
 extern const char* const test_server;
 extern const char* const test_load;
+extern const char* const shedding_server;  // examples/shedding-server/
 }  // namespace headroom_test_paths
 
 #define HEADROOM_SOURCE_DIR (::headroom_test_paths::source_dir)
@@ -23,3 +24,4 @@ extern const char* const test_load;
 #define PROTOC_PATH (::headroom_test_paths::protoc)
 #define HR_TEST_SERVER_PATH (::headroom_test_paths::test_server)
 #define HR_TEST_LOAD_PATH (::headroom_test_paths::test_load)
+#define SHEDDING_SERVER_PATH (::headroom_test_paths::shedding_server)

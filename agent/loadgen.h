@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// The open-loop HTTP/1.1 load engine behind `headroomctl buffer`
+// (docs/buffers.md). Requests leave on a schedule, whatever the answers do,
+// so an overloaded target cannot slow the client down and hide its overload:
+// a request that finds no idle keep-alive connection opens a new one (up to
+// max_connections) or waits in the client, and its latency is counted from
+// the moment it was *scheduled*, not from when it could be sent.
+//
+// One thread, epoll, non-blocking sockets. The engine records one Record per
+// scheduled request and computes nothing else; buffer_model.h turns records
+// into steps, buffers and a verdict.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace headroom::ctl::loadgen {
+
+using Clock = std::chrono::steady_clock;
+
+// Where to send: an address already resolved, the Host header and the
+// request target ("/play?x=1").
+struct Target {
+  sockaddr_storage addr{};
+  socklen_t addr_len = 0;
+  std::string host_header;  // "127.0.0.1:8080"
+  std::string path = "/";
+};
+
+// A stretch of constant offered rate.
+struct Phase {
+  std::chrono::nanoseconds duration{0};
+  double rate = 0;  // requests per second, >= 0; 0 sends nothing for `duration`
+};
+
+// A class of requests in the mix: the value of the priority header and its
+// share of the requests. Classes are assigned by smooth weighted round robin,
+// so over any run of requests each class's count is within 1 of its share.
+struct RequestClass {
+  std::string header_value;  // "CRITICAL", "7"; empty: no priority header
+  double weight = 1;         // > 0
+};
+
+struct Options {
+  Target target;
+  std::vector<Phase> phases;          // run back to back from `start`
+  std::vector<RequestClass> classes;  // at least one
+  std::string priority_header = "x-priority";
+  int max_connections = 512;           // keep-alive connections, opened on demand
+  std::chrono::nanoseconds timeout{std::chrono::seconds(2)};  // from the scheduled time
+  // Phase 0 begins here (steady clock). Callers that sample something else
+  // over the same steps (report files) use it as their time origin.
+  Clock::time_point start;
+  // When this descriptor becomes readable (a signalfd for SIGINT, an
+  // eventfd) the run stops at once: requests not yet answered are recorded as
+  // `cancelled`, those not yet due are not recorded. -1: none.
+  int stop_fd = -1;
+};
+
+enum class Outcome : uint8_t {
+  response,       // a complete response was read; see status and latency
+  timeout,        // no complete response within `timeout` of the scheduled time
+  connect_error,  // the connection for it could not be established
+  closed,         // the connection closed or reset before the response was complete
+  bad_response,   // the bytes received are not an HTTP/1.x response
+  cancelled,      // the run was stopped (stop_fd) before it was answered
+};
+
+struct Record {
+  int64_t scheduled_ns = 0;  // since Options::start
+  int64_t latency_ns = 0;    // scheduled time to the response's last byte (response only)
+  uint16_t status = 0;       // response only
+  uint16_t phase = 0;        // index into Options::phases
+  uint8_t request_class = 0; // index into Options::classes
+  Outcome outcome = Outcome::response;
+};
+
+struct Result {
+  std::vector<Record> records;  // one per scheduled request, in schedule order
+  bool stopped = false;         // stop_fd fired
+  int64_t connections_opened = 0;
+  int64_t connect_errors = 0;
+  std::string first_error;      // e.g. "connect 127.0.0.1:9: Connection refused", empty if none
+  // How late requests actually left against their schedule (ns): a client
+  // that cannot keep up shows here, not as server latency.
+  int64_t send_lag_p50_ns = 0;
+  int64_t send_lag_p99_ns = 0;
+  int64_t send_lag_max_ns = 0;
+  int peak_connections = 0;
+};
+
+// Runs the phases and returns every request's record. Returns within the
+// phases' total duration plus `timeout` (plus a few ms), whatever the target
+// does. Throws std::invalid_argument for options that cannot run (no classes,
+// negative rate, max_connections < 1).
+Result run(const Options& options);
+
+// "HTTP/1.1 200 OK\r\n..." parsing, exposed for table tests: how many bytes of
+// `data` one complete response takes, with its status; 0 when incomplete; -1
+// when `data` is not an HTTP/1.x response. Handles Content-Length, chunked
+// bodies and 1xx interim responses (skipped), and responses without a body
+// (204, 304).
+struct ParsedResponse {
+  long consumed = 0;  // 0: need more bytes; -1: malformed
+  int status = 0;
+  bool close = false;  // "Connection: close" (or HTTP/1.0 without keep-alive)
+};
+ParsedResponse parse_response(const char* data, std::size_t size);
+
+}  // namespace headroom::ctl::loadgen

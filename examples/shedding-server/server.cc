@@ -1,0 +1,725 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reference shedding server: an HTTP/1.1 service that drops requests on
+// headroom's signal alone, with the reference shedder (headroom/orca/shedder.h).
+// README.md explains how to run it next to headroomd.
+//
+//   headroom-example-shedding-server --port 8080 --scope endpoint.play
+//
+// How a request travels:
+//
+//   I/O thread (epoll)  --accepted-->  FIFO queue  -->  --workers threads
+//     parse, priority,                                  burn --cost of CPU
+//     ask the shedder                                        |
+//     |  shed: answered here at once (--shed-status)         |
+//     <------------------ eventfd: "response ready" ---------+
+//
+//   reader thread: follows the report directory (orca::ReportDirectory),
+//   updates an orca::Shedder and publishes its drop probabilities through
+//   atomics; the I/O thread only loads them.
+//
+// What the server deliberately does NOT do: look at its own queue, latency or
+// CPU to decide. The only input is the report headroomd writes for --scope,
+// so the example shows the reference shedder, not a home-grown controller.
+//
+// Build (README.md, Makefile):
+//   c++ -std=c++20 -O2 server.cc $(pkg-config --cflags --libs headroom-orca) -pthread
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <headroom/orca/names.h>
+#include <headroom/orca/report_reader.h>
+#include <headroom/orca/shedder.h>
+
+namespace {
+
+namespace orca = headroom::orca;
+constexpr const char* kProgram = "headroom-example-shedding-server";
+constexpr int kExitUsage = 64;                  // EX_USAGE, as headroomctl
+constexpr int kReaderPollMs = 100;              // staleness judged again at least this often
+constexpr std::size_t kMaxHead = 16 * 1024;     // request line + headers
+constexpr std::size_t kMaxBody = 1024 * 1024;   // Content-Length above: 413
+
+// ------------------------------------------------------------ configuration
+
+// A request's priority: a bucket as a whole (level 0) or a numeric level 1..100.
+struct Priority {
+  orca::Bucket bucket = orca::Bucket::DEGRADED;
+  int level = 0;
+};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// "critical", "BEST_EFFORT", "best-effort" (any case), or 1..100. Numbers
+// outside 1..100 are refused rather than clamped: a typo should not become
+// the most important priority.
+std::optional<Priority> parse_priority(std::string_view text) {
+  text = trim(text);
+  if (auto bucket = orca::parse_bucket(text)) return Priority{*bucket, 0};
+  int n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  if (n < orca::kMostImportantPriority || n > orca::kLeastImportantPriority) return std::nullopt;
+  return Priority{orca::bucket_of_priority(n), n};
+}
+
+// "1ms", "250us", "0.5s", "0": CPU time per request.
+std::optional<int64_t> parse_duration_ns(std::string_view text) {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || value < 0) return std::nullopt;
+  const std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
+  const double scale = unit == "s" ? 1e9 : unit == "ms" ? 1e6 : unit == "us" ? 1e3 : unit == "ns" ? 1.0
+                       : (unit.empty() && value == 0) ? 0.0 : -1.0;
+  if (scale < 0 || value * scale > 60e9) return std::nullopt;
+  return static_cast<int64_t>(value * scale);
+}
+
+struct Options {
+  std::string bind = "127.0.0.1";
+  int port = 8080;
+  std::string orca_dir = "/run/orca";
+  std::string scope;
+  std::vector<std::string> signals = {std::string(orca::kApplicationUtilization)};  // the reference shedder's default
+  std::optional<double> shed_start, critical_start, all_shed;  // unset: the signal's default
+  orca::StalePolicy stale = orca::StalePolicy::fail_open;
+  std::string priority_header = "x-priority";
+  Priority default_priority{orca::Bucket::DEGRADED, 0};
+  int shed_status = 503;
+  int workers = 1;
+  int64_t cost_ns = 1'000'000;
+  bool no_shed = false;
+};
+
+// ------------------------------------------------- reader -> I/O publication
+
+// The shedder's tables as the I/O thread sees them. One writer (the reader
+// thread), one reader (the I/O thread), no lock: every entry is its own
+// atomic, so a request drawn during an update may see a mix of the old and
+// the new table for an instant, which is harmless.
+struct Published {
+  std::array<std::atomic<double>, orca::kBucketCount> bucket{};
+  std::array<std::atomic<double>, orca::kLeastImportantPriority> level{};
+  std::atomic<bool> have_report{false};  // a valid report for the scope exists
+  std::atomic<bool> stale{false};
+  std::atomic<uint64_t> seq{0};
+
+  void store(const orca::Shedder* shedder, bool stale_now, uint64_t seq_now) {
+    for (int b = 0; b < orca::kBucketCount; ++b)
+      bucket[b].store(shedder ? shedder->probability(static_cast<orca::Bucket>(b)) : 0.0, std::memory_order_relaxed);
+    for (int p = 1; p <= orca::kLeastImportantPriority; ++p)
+      level[p - 1].store(shedder ? shedder->probability(p) : 0.0, std::memory_order_relaxed);
+    stale.store(stale_now, std::memory_order_relaxed);
+    seq.store(seq_now, std::memory_order_relaxed);
+    have_report.store(shedder != nullptr, std::memory_order_relaxed);
+  }
+  double probability(const Priority& p) const {
+    return p.level > 0 ? level[p.level - 1].load(std::memory_order_relaxed)
+                       : bucket[static_cast<int>(p.bucket)].load(std::memory_order_relaxed);
+  }
+};
+
+// The reader thread: owns the ReportDirectory and the Shedder. It wakes on
+// every inotify event and at least every kReaderPollMs, so a report that
+// stops changing turns stale on time even though no event arrives.
+void reader_loop(const Options& opt, orca::Shedder shedder, Published& out, const std::atomic<bool>& stop) {
+  std::optional<orca::ReportDirectory> dir;
+  std::string said;  // the last condition reported on stderr: each is said once
+  auto say = [&](const std::string& what) {
+    if (what != said) std::fprintf(stderr, "%s: %s\n", kProgram, what.c_str());
+    said = what;
+  };
+  auto next_open = std::chrono::steady_clock::now();
+  while (!stop.load(std::memory_order_relaxed)) {
+    if (!dir && std::chrono::steady_clock::now() >= next_open) {
+      auto opened = orca::ReportDirectory::open(opt.orca_dir);
+      if (opened) {
+        dir.emplace(std::move(*opened));
+      } else {  // tried again every second; shedding nothing meanwhile
+        out.store(nullptr, true, 0);
+        say("cannot watch the report directory: " + opened.error().message +
+            "; shedding nothing (fail open) until it can be read");
+        next_open = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      }
+    }
+    if (!dir) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(kReaderPollMs));
+      continue;
+    }
+    const auto state = dir->get(opt.scope);  // staleness judged for "now"
+    if (!state || !state->report) {
+      out.store(nullptr, true, 0);  // no report: shed nothing
+      say("no report for " + opt.scope + " in " + opt.orca_dir + " yet; shedding nothing until one appears");
+    } else {
+      shedder.update(*state->report, state->staleness.stale);
+      const auto md = orca::metadata_of(*state->report);
+      out.store(&shedder, state->staleness.stale, md ? md->seq : 0);
+      if (state->staleness.stale)
+        say("the report for " + opt.scope + " is stale (" + state->staleness.reason + "): " +
+            (opt.stale == orca::StalePolicy::fail_open ? "shedding nothing (fail_open)"
+                                                       : "shedding on the last values, never CRITICAL (use_last)"));
+      else
+        say("following the report for " + opt.scope);
+    }
+    dir->wait(kReaderPollMs);  // a change, or 100 ms: then judge again
+  }
+}
+
+// ------------------------------------------------------------- the workers
+
+int64_t thread_cpu_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Spends `cost_ns` of this thread's CPU time. Measured on the thread's own
+// CPU clock, so when the machine is contended a request takes longer in wall
+// time, as real work would.
+std::atomic<uint64_t> burn_result{0};  // keeps the arithmetic from being optimized away
+
+void burn_cpu(int64_t cost_ns, const std::atomic<bool>& stop) {
+  uint64_t x = 0x9e3779b97f4a7c15u;
+  const int64_t start = thread_cpu_ns();
+  while (thread_cpu_ns() - start < cost_ns && !stop.load(std::memory_order_relaxed))
+    for (int i = 0; i < 512; ++i) x = x * 6364136223846793005u + 1442695040888963407u;
+  burn_result.store(x, std::memory_order_relaxed);
+}
+
+struct Job {
+  uint64_t conn = 0;  // the connection's id, not its fd: it may close meanwhile
+  int bucket = 0;
+  bool head = false;        // HEAD: the response carries no body
+  bool keep_alive = true;
+};
+
+// The FIFO queue in front of the workers, and the way back: finished jobs
+// are collected in `done` and the I/O thread woken through an eventfd.
+class WorkQueue {
+ public:
+  explicit WorkQueue(int eventfd) : eventfd_(eventfd) {}
+  void push(Job job) {
+    { std::lock_guard lock(mu_); jobs_.push_back(job); }
+    cv_.notify_one();
+  }
+  std::size_t size() {
+    std::lock_guard lock(mu_);
+    return jobs_.size();
+  }
+  int in_progress() const { return active_.load(); }
+  void stop() {
+    { std::lock_guard lock(mu_); stopping_ = true; }
+    cv_.notify_all();
+  }
+  void work(int64_t cost_ns, const std::atomic<bool>& stop) {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        if (stopping_) return;
+        job = jobs_.front();
+        jobs_.pop_front();
+        active_.fetch_add(1);
+      }
+      burn_cpu(cost_ns, stop);
+      active_.fetch_sub(1);
+      { std::lock_guard lock(done_mu_); done_.push_back(job); }
+      const uint64_t one = 1;
+      (void)!::write(eventfd_, &one, sizeof one);
+    }
+  }
+  std::vector<Job> take_done() {
+    std::lock_guard lock(done_mu_);
+    return std::exchange(done_, {});
+  }
+
+ private:
+  int eventfd_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  bool stopping_ = false;
+  std::atomic<int> active_{0};  // jobs being worked on
+  std::mutex done_mu_;
+  std::vector<Job> done_;
+};
+
+// ------------------------------------------------------------------ HTTP/1.1
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+
+struct Request {
+  std::string method, path;
+  bool keep_alive = true;
+  std::optional<std::string> priority;  // the priority header's value
+  bool expect_continue = false;
+  std::size_t length = 0;  // head + body: the bytes this request takes in the buffer
+};
+enum class Parse { incomplete, ok, bad, too_large, unsupported };
+
+// Parses the first request in `buf`: request line, headers, and a body of
+// Content-Length bytes. `incomplete` until all of it is there (then
+// r.expect_continue tells whether the client waits for "100 Continue").
+Parse parse_request(std::string_view buf, std::string_view priority_header, Request& r) {
+  const std::size_t end = buf.find("\r\n\r\n");
+  if (end == std::string_view::npos) return buf.size() > kMaxHead ? Parse::too_large : Parse::incomplete;
+  if (end + 4 > kMaxHead) return Parse::too_large;
+  std::string_view head = buf.substr(0, end + 2);  // every line ends in CRLF
+  auto next_line = [&head] {
+    const std::size_t eol = head.find("\r\n");
+    const std::string_view line = head.substr(0, eol);
+    head.remove_prefix(eol + 2);
+    return line;
+  };
+  // Request line: METHOD SP TARGET SP HTTP/1.x
+  const std::string_view line = next_line();
+  const std::size_t sp1 = line.find(' '), sp2 = line.rfind(' ');
+  if (sp1 == 0 || sp1 == std::string_view::npos || sp2 == sp1) return Parse::bad;
+  const std::string_view version = line.substr(sp2 + 1);
+  if (version != "HTTP/1.1" && version != "HTTP/1.0") return Parse::bad;
+  r.method = std::string(line.substr(0, sp1));
+  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  if (target.empty() || target.find(' ') != std::string_view::npos) return Parse::bad;
+  r.path = std::string(target.substr(0, target.find('?')));
+  r.keep_alive = version == "HTTP/1.1";
+  std::optional<std::size_t> content_length;
+  while (!head.empty()) {
+    const std::string_view h = next_line();
+    const std::size_t colon = h.find(':');
+    if (colon == 0 || colon == std::string_view::npos || h.front() == ' ' || h.front() == '\t') return Parse::bad;
+    const std::string_view name = h.substr(0, colon), value = trim(h.substr(colon + 1));
+    if (iequals(name, "content-length")) {
+      std::size_t n = 0;
+      const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (value.empty() || ec != std::errc{} || p != value.data() + value.size()) return Parse::bad;
+      if (content_length && *content_length != n) return Parse::bad;  // conflicting lengths
+      content_length = n;
+    } else if (iequals(name, "transfer-encoding")) {
+      return Parse::unsupported;  // chunked bodies are beyond this example
+    } else if (iequals(name, "connection")) {
+      if (iequals(value, "close")) r.keep_alive = false;
+      if (iequals(value, "keep-alive")) r.keep_alive = true;
+    } else if (iequals(name, "expect")) {
+      r.expect_continue = iequals(value, "100-continue");
+    } else if (iequals(name, priority_header)) {
+      r.priority = std::string(value);
+    }
+  }
+  const std::size_t body = content_length.value_or(0);
+  if (body > kMaxBody) return Parse::too_large;
+  r.length = end + 4 + body;
+  return buf.size() < r.length ? Parse::incomplete : Parse::ok;
+}
+
+std::string_view reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 413: return "Content Too Large";
+    case 429: return "Too Many Requests";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Shed";
+  }
+}
+
+// ------------------------------------------------------------ the I/O thread
+
+struct Conn {
+  uint64_t id = 0;
+  int fd = -1;
+  std::string in, out;
+  bool busy = false;         // its request is with the workers: parse nothing more
+  bool close_after = false;  // close once `out` is written
+  bool peer_closed = false;  // read() returned 0
+  bool sent_continue = false;
+  uint32_t events = 0;       // what epoll watches now
+};
+
+class Server {
+ public:
+  Server(const Options& opt, int listen_fd, int signal_fd, int event_fd, WorkQueue& queue, const Published& pub)
+      : opt_(opt), listen_fd_(listen_fd), signal_fd_(signal_fd), event_fd_(event_fd), queue_(queue), pub_(pub),
+        rng_(std::random_device{}()) {}
+
+  // Runs until SIGINT or SIGTERM.
+  void run() {
+    epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+    add(listen_fd_, kListenId, EPOLLIN);
+    add(signal_fd_, kSignalId, EPOLLIN);
+    add(event_fd_, kEventId, EPOLLIN);
+    std::array<epoll_event, 64> events{};
+    for (;;) {
+      const int n = ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), -1);
+      if (n < 0 && errno == EINTR) continue;
+      for (int i = 0; i < n; ++i) {
+        const uint64_t id = events[i].data.u64;
+        if (id == kSignalId) return;
+        if (id == kListenId) accept_all();
+        else if (id == kEventId) finish_jobs();
+        else on_conn(id, events[i].events);
+      }
+    }
+  }
+  ~Server() {
+    for (auto& [id, c] : conns_) ::close(c.fd);
+    if (epoll_ >= 0) ::close(epoll_);
+  }
+
+ private:
+  static constexpr uint64_t kListenId = 0, kSignalId = 1, kEventId = 2;
+
+  void add(int fd, uint64_t id, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = id;
+    ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
+  }
+
+  void accept_all() {
+    for (;;) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN, or out of descriptors: try again on the next event
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      const uint64_t id = next_id_++;
+      Conn& c = conns_[id];
+      c.id = id;
+      c.fd = fd;
+      c.events = EPOLLIN;
+      add(fd, id, c.events);
+    }
+  }
+
+  void on_conn(uint64_t id, uint32_t events) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn& c = it->second;
+    if (events & (EPOLLERR | EPOLLHUP)) return close_conn(id);
+    if (events & EPOLLIN) {
+      char buf[64 * 1024];
+      while (c.in.size() < kMaxHead + kMaxBody) {
+        const ssize_t n = ::read(c.fd, buf, sizeof buf);
+        if (n > 0) { c.in.append(buf, static_cast<std::size_t>(n)); continue; }
+        if (n == 0) c.peer_closed = true;
+        else if (errno != EAGAIN && errno != EINTR) return close_conn(id);
+        break;
+      }
+      handle_input(c);
+    }
+    flush(id, c);
+  }
+
+  // Answers every complete request in the buffer, in order, until one goes
+  // to the workers: its response must be written before the next is looked at.
+  void handle_input(Conn& c) {
+    while (!c.busy && !c.close_after) {
+      Request r;
+      const Parse parsed = parse_request(c.in, opt_.priority_header, r);
+      if (parsed == Parse::incomplete) {
+        if (r.expect_continue && !c.sent_continue) c.out += "HTTP/1.1 100 Continue\r\n\r\n";
+        c.sent_continue = c.sent_continue || r.expect_continue;
+        return;
+      }
+      if (parsed != Parse::ok) {  // answered, then the connection is closed
+        ++bad_;
+        const int status = parsed == Parse::too_large ? 413 : parsed == Parse::unsupported ? 501 : 400;
+        respond(c, status, "malformed or unsupported request\n", false, false, {});
+        c.in.clear();
+        return;
+      }
+      c.in.erase(0, r.length);
+      c.sent_continue = false;
+      const bool head = r.method == "HEAD";
+      if (r.path == "/stats" && (r.method == "GET" || head)) {
+        respond(c, 200, stats_json(), r.keep_alive, head, "Content-Type: application/json\r\n");
+        continue;
+      }
+      // The priority: the header's value, else --default-priority.
+      const std::optional<Priority> given = r.priority ? parse_priority(*r.priority) : std::nullopt;
+      const Priority prio = given.value_or(opt_.default_priority);
+      const int b = static_cast<int>(prio.bucket);
+      // The decision: one table lookup and one draw from our own generator.
+      if (!opt_.no_shed && uniform_(rng_) < pub_.probability(prio)) {
+        ++shed_[b];
+        respond(c, opt_.shed_status, "shed\n", r.keep_alive, head, "x-headroom-shed: 1\r\n");
+        continue;
+      }
+      c.busy = true;
+      queue_.push(Job{c.id, b, head, r.keep_alive});
+    }
+  }
+
+  // The workers finished these jobs: write their responses.
+  void finish_jobs() {
+    uint64_t count = 0;
+    (void)!::read(event_fd_, &count, sizeof count);
+    for (const Job& job : queue_.take_done()) {
+      ++served_[job.bucket];
+      auto it = conns_.find(job.conn);
+      if (it == conns_.end()) continue;  // the client went away meanwhile
+      Conn& c = it->second;
+      c.busy = false;
+      const std::string body = "served " + std::string(orca::bucket_name(static_cast<orca::Bucket>(job.bucket))) + "\n";
+      respond(c, 200, body, job.keep_alive, job.head, {});
+      handle_input(c);  // pipelined requests, if any
+      flush(job.conn, c);
+    }
+  }
+
+  void respond(Conn& c, int status, std::string_view body, bool keep_alive, bool head, std::string_view headers) {
+    char line[160];
+    std::snprintf(line, sizeof line, "HTTP/1.1 %d %.*s\r\nContent-Length: %zu\r\n", status,
+                  static_cast<int>(reason_phrase(status).size()), reason_phrase(status).data(), body.size());
+    c.out += line;
+    c.out += headers;
+    if (!keep_alive) c.out += "Connection: close\r\n";
+    c.out += "\r\n";
+    if (!head) c.out += body;
+    if (!keep_alive) c.close_after = true;
+  }
+
+  // Writes what it can; watches for writability when the socket is full and
+  // for input only while the buffer has room. Closes when the exchange is over.
+  void flush(uint64_t id, Conn& c) {
+    while (!c.out.empty()) {
+      const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+      if (n > 0) { c.out.erase(0, static_cast<std::size_t>(n)); continue; }
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
+      return close_conn(id);
+    }
+    if (c.out.empty() && !c.busy && (c.close_after || c.peer_closed)) return close_conn(id);
+    uint32_t want = 0;
+    if (!c.peer_closed && !c.close_after && c.in.size() < kMaxHead + kMaxBody) want |= EPOLLIN;
+    if (!c.out.empty()) want |= EPOLLOUT;
+    if (want != c.events) {
+      epoll_event ev{};
+      ev.events = want;
+      ev.data.u64 = id;
+      ::epoll_ctl(epoll_, EPOLL_CTL_MOD, c.fd, &ev);
+      c.events = want;
+    }
+  }
+
+  void close_conn(uint64_t id) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    ::close(it->second.fd);  // also removes it from the epoll set
+    conns_.erase(it);
+  }
+
+  std::string stats_json() {
+    std::string j = "{\"shedding\":";
+    j += opt_.no_shed ? "false" : "true";
+    j += ",\"buckets\":{";
+    char buf[200];
+    for (int b = 0; b < orca::kBucketCount; ++b) {
+      const auto bucket = static_cast<orca::Bucket>(b);
+      std::snprintf(buf, sizeof buf, "%s\"%s\":{\"served\":%llu,\"shed\":%llu,\"probability\":%.17g}", b ? "," : "",
+                    std::string(orca::bucket_name(bucket)).c_str(), static_cast<unsigned long long>(served_[b]),
+                    static_cast<unsigned long long>(shed_[b]), opt_.no_shed ? 0.0 : pub_.probability({bucket, 0}));
+      j += buf;
+    }
+    std::snprintf(buf, sizeof buf,
+                  "},\"queue\":%zu,\"in_progress\":%d,\"bad_requests\":%llu,\"report\":%s,\"stale\":%s,\"seq\":%llu}\n",
+                  queue_.size(), queue_.in_progress(), static_cast<unsigned long long>(bad_),
+                  pub_.have_report.load() ? "true" : "false", pub_.stale.load() ? "true" : "false",
+                  static_cast<unsigned long long>(pub_.seq.load()));
+    j += buf;
+    return j;
+  }
+
+  const Options& opt_;
+  int listen_fd_, signal_fd_, event_fd_, epoll_ = -1;
+  WorkQueue& queue_;
+  const Published& pub_;
+  std::unordered_map<uint64_t, Conn> conns_;
+  uint64_t next_id_ = 3;  // 0..2 are the listening socket, the signalfd and the eventfd
+  std::mt19937_64 rng_;   // the I/O thread's own generator
+  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
+  std::array<uint64_t, orca::kBucketCount> served_{}, shed_{};
+  uint64_t bad_ = 0;
+};
+
+int listen_on(const std::string& bind, int port, std::string& error) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::inet_pton(AF_INET, bind.c_str(), &addr.sin_addr) != 1) {
+    error = "--bind " + bind + " is not an IPv4 address";
+    return -1;
+  }
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+    error = "cannot listen on " + bind + ":" + std::to_string(port) + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  std::string stale_policy = "fail_open", default_priority = "DEGRADED", cost = "1ms";
+  CLI::App app{"The reference shedding server: an HTTP/1.1 service that sheds on headroom's report "
+               "(examples/shedding-server/README.md).", kProgram};
+  app.add_option("--port", opt.port, "TCP port to listen on; 0 picks a free one")->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--bind", opt.bind, "IPv4 address to listen on")->capture_default_str();
+  app.add_option("--orca-dir", opt.orca_dir, "headroomd's report directory (agent.orca_dir)")->capture_default_str();
+  app.add_option("--scope", opt.scope, "The report to shed on: endpoint.<name> or node; required unless --no-shed");
+  app.add_option("--signal", opt.signals, "Signal to shed on, repeatable; the highest drop probability wins")
+      ->capture_default_str();
+  app.add_option("--shed-start", opt.shed_start, "Utilization where non-critical shedding starts (default: the signal's)");
+  app.add_option("--critical-start", opt.critical_start, "Utilization where CRITICAL shedding starts (default: the signal's)");
+  app.add_option("--all-shed", opt.all_shed, "Utilization where everything is shed (default: the signal's)");
+  app.add_option("--stale-policy", stale_policy, "fail_open or use_last")->capture_default_str();
+  app.add_option("--priority-header", opt.priority_header, "Request header carrying the priority")->capture_default_str();
+  app.add_option("--default-priority", default_priority,
+                 "Priority of a request without a valid priority header: a bucket or 1..100")->capture_default_str();
+  app.add_option("--shed-status", opt.shed_status, "HTTP status of a shed response")->capture_default_str()
+      ->check(CLI::Range(400, 599));
+  app.add_option("--workers", opt.workers, "Worker threads")->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_option("--cost", cost, "CPU time each request costs, e.g. 1ms, 250us")->capture_default_str();
+  app.add_flag("--no-shed", opt.no_shed, "Serve everything and read no report (for comparison)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);  // prints help or the error
+    return rc == 0 ? 0 : kExitUsage;
+  }
+  auto usage_error = [](const std::string& message) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, message.c_str());
+    return kExitUsage;
+  };
+
+  // The values CLI11 cannot check by itself.
+  const auto cost_ns = parse_duration_ns(cost);
+  if (!cost_ns) return usage_error("--cost " + cost + ": expected a duration such as 1ms, 250us or 0.5s (at most 60s)");
+  opt.cost_ns = *cost_ns;
+  const auto prio = parse_priority(default_priority);
+  if (!prio) return usage_error("--default-priority " + default_priority + ": expected CRITICAL, DEGRADED, BEST_EFFORT, BULK or 1..100");
+  opt.default_priority = *prio;
+  const auto policy = orca::parse_stale_policy(stale_policy);
+  if (!policy) return usage_error("--stale-policy " + stale_policy + ": expected fail_open or use_last");
+  opt.stale = *policy;
+  if (opt.priority_header.empty()) return usage_error("--priority-header must not be empty");
+  if (!opt.no_shed && opt.scope.empty())
+    return usage_error("--scope is required: the report to shed on, e.g. --scope endpoint.play (or --no-shed)");
+
+  // The shedder's configuration: each signal with its defaults, overridden
+  // field by field by the flags. validate_config names the offending entry.
+  orca::ShedderConfig config;
+  config.signals.clear();
+  for (const auto& name : opt.signals) {
+    orca::SignalThresholds t = orca::default_thresholds(name);
+    t.shed_start = opt.shed_start.value_or(t.shed_start);
+    t.critical_start = opt.critical_start.value_or(t.critical_start);
+    t.all_shed = opt.all_shed.value_or(t.all_shed);
+    config.signals.emplace_back(name, t);
+  }
+  config.stale = opt.stale;
+  auto shedder = orca::Shedder::create(config);
+  if (!shedder) return usage_error("--signal: " + shedder.error().message);
+
+  // SIGINT and SIGTERM arrive through a signalfd in the I/O loop: blocked
+  // here, before any thread starts, so that every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const int signal_fd = ::signalfd(-1, &stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
+  const int event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+  std::string error;
+  const int listen_fd = listen_on(opt.bind, opt.port, error);
+  if (listen_fd < 0) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, error.c_str());
+    return 1;
+  }
+  sockaddr_in bound{};
+  socklen_t len = sizeof bound;
+  ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
+
+  std::atomic<bool> stop{false};
+  Published published;
+  WorkQueue queue(event_fd);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < opt.workers; ++i) threads.emplace_back([&] { queue.work(opt.cost_ns, stop); });
+  if (!opt.no_shed)
+    threads.emplace_back([&, s = std::move(*shedder)]() mutable { reader_loop(opt, std::move(s), published, stop); });
+
+  std::printf("port=%d\n", ntohs(bound.sin_port));
+  std::fflush(stdout);
+  std::string signals;
+  for (const auto& [name, t] : config.signals) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " (from %g, CRITICAL from %g, all at %g)", t.shed_start, t.critical_start, t.all_shed);
+    signals += (signals.empty() ? "" : ", ") + name + buf;
+  }
+  if (opt.no_shed)
+    std::fprintf(stderr, "%s: listening on %s:%d; --no-shed: serving everything\n", kProgram, opt.bind.c_str(),
+                 ntohs(bound.sin_port));
+  else
+    std::fprintf(stderr, "%s: listening on %s:%d; shedding on %s of %s in %s, stale: %s\n", kProgram,
+                 opt.bind.c_str(), ntohs(bound.sin_port), signals.c_str(), opt.scope.c_str(), opt.orca_dir.c_str(),
+                 std::string(orca::stale_policy_name(opt.stale)).c_str());
+
+  {
+    Server server(opt, listen_fd, signal_fd, event_fd, queue, published);
+    server.run();  // until SIGINT or SIGTERM
+  }
+  stop.store(true);
+  queue.stop();
+  for (auto& t : threads) t.join();
+  ::close(listen_fd);
+  std::fprintf(stderr, "%s: stopped\n", kProgram);
+  return 0;
+}

@@ -1,0 +1,561 @@
+// SPDX-License-Identifier: Apache-2.0
+// examples/shedding-server/ end to end: the built server (SHEDDING_SERVER_PATH)
+// against report files this test writes itself with ReportFileWriter into a
+// temporary directory, driven over real sockets with a small HTTP/1.1 client.
+// Expected drop rates come from the reference shedder's own functions.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "headroom/orca/names.h"
+#include "headroom/orca/report.h"
+#include "headroom/orca/report_writer.h"
+#include "headroom/orca/shedder.h"
+#include "process.h"
+#include "temp_dir.h"
+
+namespace headroom {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using testing::eventually;
+using testing::Process;
+using testing::TempDir;
+
+constexpr const char* kScope = "endpoint.play";
+constexpr const char* kFile = "endpoint.play.orca";
+const char* const kBuckets[] = {"CRITICAL", "DEGRADED", "BEST_EFFORT", "BULK"};
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// An endpoint report as headroomd writes it. The long interval keeps it
+// fresh for three minutes however slow the machine is.
+orca::Report endpoint_report(double concurrency, uint64_t seq, int64_t timestamp_ms = 0,
+                             double interval_ms = 60'000) {
+  orca::Report r;
+  r.set_application_utilization(concurrency);
+  (*r.mutable_utilization())[std::string(orca::kSignalConcurrency)] = concurrency;
+  auto& nm = *r.mutable_named_metrics();
+  nm[std::string(orca::kTimestampMsKey)] = static_cast<double>(timestamp_ms != 0 ? timestamp_ms : now_ms());
+  nm[std::string(orca::kSeqKey)] = static_cast<double>(seq);
+  nm[std::string(orca::kIntervalMsKey)] = interval_ms;
+  return r;
+}
+
+// A keep-alive HTTP/1.1 connection with blocking reads bounded by 10 s.
+class Client {
+ public:
+  struct Response {
+    int status = 0;
+    std::string head, body;
+    bool shed_header = false;  // x-headroom-shed: 1
+  };
+
+  explicit Client(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    timeval tv{10, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~Client() { ::close(fd_); }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  bool connected() const { return connected_; }
+
+  void send_raw(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return;
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+  void send_get(std::string_view path, std::optional<std::string_view> priority = std::nullopt) {
+    std::string req = "GET " + std::string(path) + " HTTP/1.1\r\nHost: test\r\n";
+    if (priority) req += "X-Priority: " + std::string(*priority) + "\r\n";
+    send_raw(req + "\r\n");
+  }
+  // True when a response (or EOF) is ready to be read within timeout_ms.
+  bool readable(int timeout_ms) {
+    if (buf_.find("\r\n\r\n") != std::string::npos) return true;
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, timeout_ms) == 1;
+  }
+  std::optional<Response> read_response() {
+    std::size_t end;
+    while ((end = buf_.find("\r\n\r\n")) == std::string::npos)
+      if (!fill()) return std::nullopt;
+    Response r;
+    r.head = buf_.substr(0, end + 4);
+    buf_.erase(0, end + 4);
+    if (r.head.rfind("HTTP/1.1 ", 0) != 0) return std::nullopt;
+    r.status = std::atoi(r.head.c_str() + 9);
+    std::size_t length = 0;
+    std::istringstream lines(r.head);
+    for (std::string line; std::getline(lines, line);) {
+      for (auto& ch : line) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (line.rfind("content-length:", 0) == 0) length = std::strtoul(line.c_str() + 15, nullptr, 10);
+      if (line.rfind("x-headroom-shed: 1", 0) == 0) r.shed_header = true;
+    }
+    while (buf_.size() < length)
+      if (!fill()) return std::nullopt;
+    r.body = buf_.substr(0, length);
+    buf_.erase(0, length);
+    return r;
+  }
+  std::optional<Response> get(std::string_view path, std::optional<std::string_view> priority = std::nullopt) {
+    send_get(path, priority);
+    return read_response();
+  }
+
+ private:
+  bool fill() {
+    char tmp[16 * 1024];
+    const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+    if (n <= 0) return false;
+    buf_.append(tmp, static_cast<std::size_t>(n));
+    return true;
+  }
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string buf_;
+};
+
+// The server under test; SIGTERM at the end must stop it with status 0 promptly.
+class ShedServer {
+ public:
+  ShedServer(std::vector<std::string> args, const TempDir& logs) : proc_(argv_of(std::move(args)), logs) {
+    const bool up = eventually([&] { return proc_.out().find('\n') != std::string::npos || !proc_.running(); }, 10s);
+    const std::string out = proc_.out();
+    if (!up || out.rfind("port=", 0) != 0) {
+      ADD_FAILURE() << "the server did not print port=<n> as its first line; stdout:\n" << out << "\nstderr:\n"
+                    << proc_.err();
+      return;
+    }
+    port_ = std::atoi(out.c_str() + 5);
+  }
+  ~ShedServer() {
+    if (!proc_.running()) return;
+    proc_.signal(SIGTERM);
+    const auto code = proc_.wait(3s);
+    EXPECT_EQ(code, std::optional<int>(0)) << "SIGTERM must stop the server with status 0 within 3 s\n" << proc_.err();
+  }
+  int port() const { return port_; }
+  Process& process() { return proc_; }
+  std::string err() const { return proc_.err(); }
+
+ private:
+  static std::vector<std::string> argv_of(std::vector<std::string> args) {
+    args.insert(args.begin(), {SHEDDING_SERVER_PATH, "--port", "0"});
+    return args;
+  }
+  Process proc_;
+  int port_ = 0;
+};
+
+// A number in the /stats JSON: `key` inside the object of `bucket`, or at the
+// top level when bucket is empty.
+double stat(const std::string& json, const std::string& bucket, const std::string& key) {
+  std::size_t from = 0;
+  if (!bucket.empty()) {
+    from = json.find("\"" + bucket + "\":{");
+    if (from == std::string::npos) return NAN;
+  }
+  const std::size_t at = json.find("\"" + key + "\":", from);
+  if (at == std::string::npos) return NAN;
+  const std::string value = json.substr(at + key.size() + 3, 20);
+  if (value.rfind("true", 0) == 0) return 1;
+  if (value.rfind("false", 0) == 0) return 0;
+  return std::strtod(value.c_str(), nullptr);
+}
+
+class SheddingServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto w = orca::ReportFileWriter::open(orca_.path());
+    ASSERT_TRUE(w) << w.error().message;
+    writer_.emplace(std::move(*w));
+  }
+  void publish(double concurrency, int64_t timestamp_ms = 0, double interval_ms = 60'000) {
+    const auto r = writer_->write(kFile, endpoint_report(concurrency, ++seq_, timestamp_ms, interval_ms));
+    ASSERT_TRUE(r) << r.error().message;
+  }
+  // Shedding on kScope; no CPU cost unless the test is about it.
+  std::vector<std::string> shed_args(std::vector<std::string> extra = {}, std::string cost = "0") {
+    std::vector<std::string> args = {"--orca-dir", orca_.path(), "--scope", kScope, "--signal", "utilization.concurrency", "--cost", cost};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  // Sends n requests with this priority header; returns how many were shed.
+  // Every answer must be 200 or a well-formed shed (503 + x-headroom-shed).
+  int shed_count(Client& c, std::string_view priority, int n) {
+    int shed = 0;
+    for (int i = 0; i < n; ++i) {
+      const auto r = c.get("/work", priority);
+      if (!r) {
+        ADD_FAILURE() << "no response for priority " << priority;
+        return -1;
+      }
+      if (r->status == 503 && r->shed_header) ++shed;
+      else if (r->status != 200) ADD_FAILURE() << "unexpected response:\n" << r->head << r->body;
+    }
+    return shed;
+  }
+  std::string stats(Client& c) {
+    const auto r = c.get("/stats");
+    EXPECT_TRUE(r && r->status == 200) << "GET /stats failed";
+    return r ? r->body : std::string();
+  }
+
+  TempDir orca_{testing::tmpfs_base()}, logs_;
+  std::optional<orca::ReportFileWriter> writer_;
+  uint64_t seq_ = 0;
+  const orca::SignalThresholds concurrency_ = orca::default_thresholds("utilization.concurrency");
+};
+
+// 1. Idle: nothing is shed, whatever the priority.
+TEST_F(SheddingServer, IdleReportShedsNothing) {
+  publish(0.0);
+  ShedServer server(shed_args(), logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == 1; }, 5s)) << stats(c);
+  for (const char* bucket : kBuckets) EXPECT_EQ(shed_count(c, bucket, 200), 0) << bucket;
+  const std::string s = stats(c);
+  for (const char* bucket : kBuckets) {
+    EXPECT_EQ(stat(s, bucket, "served"), 200) << s;
+    EXPECT_EQ(stat(s, bucket, "shed"), 0) << s;
+  }
+  EXPECT_EQ(stat(s, "", "stale"), 0) << s;
+}
+
+// 2. At 0.75 of max_concurrency: BULK and BEST_EFFORT are all shed, CRITICAL
+// never, DEGRADED at the rate the reference shedder gives; shed answers come
+// at once, even while the only worker is busy.
+TEST_F(SheddingServer, SheddingFollowsTheReferenceShedderAt075) {
+  publish(0.75);
+  const double p_degraded = orca::shed_probability(0.75, orca::Bucket::DEGRADED, concurrency_);
+  ASSERT_GT(p_degraded, 0.0);
+  ASSERT_LT(p_degraded, 0.1);
+  {
+    ShedServer server(shed_args(), logs_);
+    ASSERT_GT(server.port(), 0);
+    Client c(server.port());
+    ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == 1; }, 5s)) << stats(c);
+    EXPECT_EQ(shed_count(c, "BULK", 200), 200);
+    EXPECT_EQ(shed_count(c, "bulk", 50), 50);  // bucket names in any case,
+    EXPECT_EQ(shed_count(c, "Best-Effort", 50), 50);  // '-' for '_'
+    EXPECT_EQ(shed_count(c, "BEST_EFFORT", 200), 200);
+    EXPECT_EQ(shed_count(c, "CRITICAL", 300), 0);
+    const int n = 3000;
+    const int shed = shed_count(c, "DEGRADED", n);
+    const double mean = n * p_degraded, sd = std::sqrt(n * p_degraded * (1 - p_degraded));
+    EXPECT_GE(shed, mean - 5 * sd) << "expected " << mean << " +- " << 5 * sd;
+    EXPECT_LE(shed, mean + 5 * sd) << "expected " << mean << " +- " << 5 * sd;
+    const std::string s = stats(c);
+    EXPECT_DOUBLE_EQ(stat(s, "DEGRADED", "probability"), p_degraded) << s;
+    EXPECT_EQ(stat(s, "BULK", "probability"), 1.0) << s;
+    EXPECT_EQ(stat(s, "CRITICAL", "probability"), 0.0) << s;
+    EXPECT_EQ(stat(s, "BULK", "shed"), 250) << s;
+    EXPECT_EQ(stat(s, "CRITICAL", "served"), 300) << s;
+    EXPECT_EQ(stat(s, "DEGRADED", "shed"), shed) << s;
+  }
+  // One worker, each request 400 ms of CPU: while a CRITICAL request holds
+  // it, BULK requests on another connection are answered, not queued.
+  ShedServer server(shed_args({"--workers", "1"}, "400ms"), logs_);
+  ASSERT_GT(server.port(), 0);
+  Client busy(server.port()), other(server.port());
+  ASSERT_TRUE(eventually([&] { return stat(stats(other), "", "seq") == 1; }, 5s));
+  const auto start = Clock::now();
+  busy.send_get("/work", "CRITICAL");
+  ASSERT_TRUE(eventually([&] { return stat(stats(other), "", "in_progress") == 1; }, 2s));  // the worker has it
+  for (int i = 0; i < 20; ++i) {
+    const auto r = other.get("/work", "BULK");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503);
+    EXPECT_TRUE(r->shed_header) << r->head;
+    EXPECT_EQ(r->body, "shed\n");
+  }
+  const auto shed_done = Clock::now();
+  EXPECT_FALSE(busy.readable(0)) << "the CRITICAL request finished before 20 shed answers";
+  const auto r = busy.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_GE(Clock::now() - start, 390ms);
+  EXPECT_LT(shed_done - start, 390ms);
+}
+
+// 3. The server follows the report as it changes: 0 -> 0.95 -> 0.
+TEST_F(SheddingServer, FollowsTheReportWithin300ms) {
+  publish(0.0);
+  ShedServer server(shed_args(), logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == 1; }, 5s));
+  EXPECT_EQ(shed_count(c, "BULK", 20), 0);
+  // Returns how long until a BULK request gets `want_shed`.
+  auto time_until = [&](bool want_shed) {
+    const auto start = Clock::now();
+    while (Clock::now() - start < 2s) {
+      const auto r = c.get("/work", "BULK");
+      if (r && (r->status == 503) == want_shed) break;
+      std::this_thread::sleep_for(1ms);
+    }
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  };
+  publish(0.95);
+  const auto up = time_until(true);
+  EXPECT_LT(up, 300ms);
+  EXPECT_EQ(stat(stats(c), "", "seq"), 2);
+  EXPECT_EQ(shed_count(c, "BULK", 20), 20);
+  publish(0.0);
+  const auto down = time_until(false);
+  EXPECT_LT(down, 300ms);
+  EXPECT_EQ(shed_count(c, "BULK", 20), 0);
+  std::printf("followed 0 -> 0.95 in %lld ms, 0.95 -> 0 in %lld ms\n", static_cast<long long>(up.count()),
+              static_cast<long long>(down.count()));
+}
+
+// 4. Stale data: fail_open sheds nothing; use_last keeps shedding on the
+// last values but never CRITICAL. A report that simply stops being
+// refreshed turns stale without any file event.
+TEST_F(SheddingServer, StaleReportFailsOpenOrUsesTheLastValues) {
+  publish(0.95, now_ms() - 60'000, 100);  // a minute old, interval 100 ms
+  const double p_critical = orca::shed_probability(0.95, orca::Bucket::CRITICAL, concurrency_);
+  ASSERT_GT(p_critical, 0.3);  // fresh, CRITICAL would be shed often: the test can tell
+  {
+    ShedServer server(shed_args(), logs_);
+    ASSERT_GT(server.port(), 0);
+    Client c(server.port());
+    ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == 1; }, 5s));
+    const std::string s = stats(c);
+    EXPECT_EQ(stat(s, "", "stale"), 1) << s;
+    EXPECT_EQ(shed_count(c, "BULK", 100), 0);
+    EXPECT_EQ(shed_count(c, "CRITICAL", 100), 0);
+    EXPECT_TRUE(eventually([&] { return server.err().find("stale") != std::string::npos; }, 5s)) << server.err();
+  }
+  {
+    ShedServer server(shed_args({"--stale-policy", "use_last"}), logs_);
+    ASSERT_GT(server.port(), 0);
+    Client c(server.port());
+    ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == 1; }, 5s));
+    EXPECT_EQ(shed_count(c, "BULK", 100), 100);
+    EXPECT_EQ(shed_count(c, "DEGRADED", 100), 100);
+    EXPECT_EQ(shed_count(c, "CRITICAL", 200), 0);
+  }
+  // Fresh (interval 100 ms: stale after max(3 x 100 ms, 1 s)), then never
+  // written again: shedding stops on its own.
+  publish(0.0);
+  ShedServer server(shed_args(), logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == static_cast<double>(seq_); }, 5s));
+  const auto written = Clock::now();
+  publish(0.95, 0, 100);
+  ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == static_cast<double>(seq_); }, 5s));
+  EXPECT_EQ(shed_count(c, "BULK", 10), 10);
+  ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "stale") == 1; }, 5s));
+  EXPECT_GE(Clock::now() - written, 500ms);
+  EXPECT_EQ(shed_count(c, "BULK", 20), 0);
+}
+
+// 5. --no-shed: everything is served, even at 0.95.
+TEST_F(SheddingServer, NoShedServesEverything) {
+  publish(0.95);
+  ShedServer server({"--orca-dir", orca_.path(), "--cost", "0", "--no-shed"}, logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  for (const char* bucket : kBuckets) EXPECT_EQ(shed_count(c, bucket, 100), 0) << bucket;
+  const std::string s = stats(c);
+  EXPECT_EQ(stat(s, "", "shedding"), 0) << s;
+  EXPECT_EQ(stat(s, "BULK", "served"), 100) << s;
+  // The same report with shedding on: BULK goes.
+  ShedServer shedding(shed_args(), logs_);
+  Client d(shedding.port());
+  ASSERT_TRUE(eventually([&] { return stat(stats(d), "", "seq") == 1; }, 5s));
+  EXPECT_EQ(shed_count(d, "BULK", 100), 100);
+}
+
+// 6. Numeric priorities map as the shedder says; a missing or invalid header
+// takes --default-priority.
+TEST_F(SheddingServer, NumericPrioritiesAndTheDefault) {
+  publish(0.65);
+  ShedServer server(shed_args({"--default-priority", "BULK"}), logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == 1; }, 5s));
+  int checked_all = 0, checked_none = 0, bulk_requests = 0;
+  for (int p : {1, 10, 25, 26, 50, 51, 75, 76, 80, 83, 90, 99, 100}) {
+    const double expected = orca::shed_probability(0.65, p, concurrency_);
+    if (expected != 0.0 && expected != 1.0) continue;
+    const int n = 40;
+    EXPECT_EQ(shed_count(c, std::to_string(p), n), expected == 1.0 ? n : 0) << "priority " << p;
+    (expected == 1.0 ? checked_all : checked_none)++;
+    if (orca::bucket_of_priority(p) == orca::Bucket::BULK) bulk_requests += n;
+  }
+  EXPECT_GE(checked_all, 3);   // 83, 90, 99, 100 at 0.65
+  EXPECT_GE(checked_none, 6);  // 1 .. 80
+  EXPECT_EQ(orca::shed_probability(0.65, 90, concurrency_), 1.0);
+  EXPECT_EQ(orca::shed_probability(0.65, 10, concurrency_), 0.0);
+  // No header, garbage, out of range: the default (BULK at 0.65 is 42 %).
+  const double p_bulk = orca::shed_probability(0.65, orca::Bucket::BULK, concurrency_);
+  int shed = 0;
+  const int n = 300;
+  for (int i = 0; i < n; ++i) {
+    const auto r = i % 3 == 0 ? c.get("/work") : c.get("/work", i % 3 == 1 ? "urgent" : "101");
+    ASSERT_TRUE(r);
+    shed += r->status == 503;
+  }
+  const double mean = n * p_bulk, sd = std::sqrt(n * p_bulk * (1 - p_bulk));
+  EXPECT_NEAR(shed, mean, 5 * sd);
+  // Counted in the default's bucket.
+  const std::string s = stats(c);
+  EXPECT_EQ(stat(s, "BULK", "shed") + stat(s, "BULK", "served"), bulk_requests + n) << s;
+}
+
+// 7. The CPU cost is real: 20 sequential requests of 5 ms on one worker take
+// at least 100 ms of wall time and of the server's CPU time.
+TEST_F(SheddingServer, CpuCostIsSpent) {
+  ShedServer server({"--no-shed", "--cost", "5ms", "--workers", "1"}, logs_);
+  ASSERT_GT(server.port(), 0);
+  auto cpu_ticks = [&] {  // utime + stime of all threads, in clock ticks
+    std::ifstream in("/proc/" + std::to_string(server.process().pid()) + "/stat");
+    std::string stat_line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream fields(stat_line.substr(stat_line.rfind(')') + 2));
+    std::string f;
+    long long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && fields >> f; ++i) {
+      if (i == 14) utime = std::atoll(f.c_str());
+      if (i == 15) stime = std::atoll(f.c_str());
+    }
+    return utime + stime;
+  };
+  Client c(server.port());
+  const long long cpu_before = cpu_ticks();
+  const auto start = Clock::now();
+  for (int i = 0; i < 20; ++i) {
+    const auto r = c.get("/work", "DEGRADED");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "served DEGRADED\n");
+  }
+  const auto wall = Clock::now() - start;
+  const long long cpu = cpu_ticks() - cpu_before;
+  EXPECT_GE(wall, 100ms);
+  EXPECT_GE(cpu * 1000 / ::sysconf(_SC_CLK_TCK), 80) << "ticks: " << cpu;  // 100 ms, tick-sampled
+  const std::string s = stats(c);
+  EXPECT_EQ(stat(s, "DEGRADED", "served"), 20) << s;
+  EXPECT_EQ(stat(s, "DEGRADED", "shed"), 0) << s;
+  EXPECT_EQ(stat(s, "", "queue"), 0) << s;
+  std::printf("20 x 5 ms: %lld ms wall, %lld ticks CPU\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(wall).count()), cpu);
+}
+
+// 8. Bad flags: clear messages, non-zero exit, nothing served.
+TEST_F(SheddingServer, BadFlagsAreRefused) {
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), SHEDDING_SERVER_PATH);
+    return testing::run(std::move(args), logs_, 10s);
+  };
+  const auto no_scope = run({"--port", "0", "--orca-dir", orca_.path()});
+  EXPECT_NE(no_scope.code, 0);
+  EXPECT_NE(no_scope.err.find("--scope"), std::string::npos) << no_scope.err;
+  EXPECT_EQ(no_scope.out.find("port="), std::string::npos);
+  const auto cost = run({"--no-shed", "--cost", "fast"});
+  EXPECT_NE(cost.code, 0);
+  EXPECT_NE(cost.err.find("--cost"), std::string::npos) << cost.err;
+  const auto workers = run({"--no-shed", "--workers", "0"});
+  EXPECT_NE(workers.code, 0);
+  EXPECT_NE(workers.err.find("--workers"), std::string::npos) << workers.err;
+  const auto policy = run({"--scope", kScope, "--stale-policy", "sometimes"});
+  EXPECT_NE(policy.code, 0);
+  EXPECT_NE(policy.err.find("--stale-policy"), std::string::npos) << policy.err;
+  const auto signal = run({"--scope", kScope, "--signal", "utilization.concurrency", "--shed-start", "0.9",
+                           "--critical-start", "0.5"});
+  EXPECT_NE(signal.code, 0);
+  EXPECT_NE(signal.err.find("critical_start"), std::string::npos) << signal.err;
+  const auto unknown = run({"--scope", kScope, "--bogus"});
+  EXPECT_NE(unknown.code, 0);
+  EXPECT_NE(unknown.err.find("--bogus"), std::string::npos) << unknown.err;
+}
+
+// No report directory at start: fail open, say so once, and follow the
+// report as soon as it appears.
+TEST_F(SheddingServer, MissingDirectoryFailsOpenThenFollows) {
+  const std::string dir = orca_ / "later";
+  ShedServer server({"--orca-dir", dir, "--scope", kScope, "--signal", "utilization.concurrency", "--cost", "0"}, logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  EXPECT_EQ(shed_count(c, "BULK", 50), 0);
+  ASSERT_TRUE(eventually([&] { return server.err().find("shedding nothing") != std::string::npos; }, 5s))
+      << server.err();
+  orca_.mkdir("later");
+  auto w = orca::ReportFileWriter::open(dir);
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(w->write(kFile, endpoint_report(0.95, 7)));
+  ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == 7; }, 5s)) << stats(c);
+  EXPECT_EQ(shed_count(c, "BULK", 50), 50);
+  const std::string err = server.err();
+  const auto first = err.find("shedding nothing");
+  EXPECT_EQ(err.find("shedding nothing", first + 1), std::string::npos) << "said more than once:\n" << err;
+}
+
+// Malformed requests get 400 and a closed connection; bodies are read whole;
+// pipelined requests are answered in order.
+TEST_F(SheddingServer, HttpFraming) {
+  ShedServer server({"--no-shed", "--cost", "0"}, logs_);
+  ASSERT_GT(server.port(), 0);
+  {
+    Client c(server.port());
+    c.send_raw("NONSENSE\r\n\r\n");
+    const auto r = c.read_response();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_FALSE(c.read_response()) << "the connection must be closed";
+  }
+  Client c(server.port());
+  const std::string body(100'000, 'x');
+  c.send_raw("POST /work HTTP/1.1\r\nX-Priority: 90\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  c.send_raw(body);
+  c.send_raw("GET /a HTTP/1.1\r\nX-Priority: critical\r\n\r\nGET /stats HTTP/1.1\r\n\r\n");
+  const auto a = c.read_response(), b = c.read_response(), s = c.read_response();
+  ASSERT_TRUE(a && b && s);
+  EXPECT_EQ(a->body, "served BULK\n");
+  EXPECT_EQ(b->body, "served CRITICAL\n");
+  EXPECT_EQ(stat(s->body, "BULK", "served"), 1) << s->body;
+  EXPECT_EQ(stat(s->body, "CRITICAL", "served"), 1) << s->body;
+}
+
+}  // namespace
+}  // namespace headroom
