@@ -69,6 +69,16 @@ std::string xml_escape(std::string_view text) {
   return out;
 }
 
+// The axis' top: the next 1, 2, 2.5 or 5 times a power of ten at or above
+// `v`, so that its quarters are round numbers.
+double nice_ceiling(double v) {
+  if (!(v > 0)) return 1;
+  const double p = std::pow(10.0, std::floor(std::log10(v)));
+  for (const double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * p >= v * (1 - 1e-12)) return m * p;
+  return 10 * p;
+}
+
 }  // namespace
 
 std::vector<std::string> render_table(const RunReport& r) {
@@ -208,10 +218,11 @@ std::string render_svg(const RunReport& r) {
   const double height = kTop + kPlotH + kGap + kClassH + 60;
   double ymax = 1;
   for (const auto& s : r.steps) ymax = std::max({ymax, s.offered_rps, s.served_rps + s.rejected_rps + s.failed_rps});
-  ymax *= 1.1;
+  ymax = nice_ceiling(ymax * 1.05);
   double umax = 1;
   for (const auto& s : r.steps)
     umax = std::max({umax, s.endpoint_utilization.mean.value_or(0), s.node_utilization.mean.value_or(0)});
+  umax = nice_ceiling(umax);
   const char* kServed = "#2e7d32";
   const char* kRejected = "#f9a825";
   const char* kFailed = "#c62828";
@@ -235,7 +246,7 @@ std::string render_svg(const RunReport& r) {
   for (int i = 0; i <= 4; ++i) {
     const double v = ymax * i / 4, y = y_of(v);
     s += fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", kLeft, y, kW - kRight, y);
-    s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.0f</text>\n", kLeft - 6, y + 4, v);
+    s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", kLeft - 6, y + 4, v);
     s += fmt("<text x=\"%.1f\" y=\"%.1f\" fill=\"#1565c0\">%.2f</text>\n", kW - kRight + 6, uy_of(umax * i / 4) + 4, umax * i / 4);
   }
   s += fmt("<text x=\"14\" y=\"%.1f\" transform=\"rotate(-90 14 %.1f)\" text-anchor=\"middle\">requests per second</text>\n",

@@ -9,9 +9,11 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
@@ -123,8 +125,8 @@ std::optional<ParsedTarget> parse_target(std::string text, std::string& error) {
     t.host = text.substr(0, colon);
   }
   t.port = text.substr(colon + 1);
-  if (t.port.empty() || t.port.find_first_not_of("0123456789") != std::string::npos || std::stol(t.port) < 1 ||
-      std::stol(t.port) > 65535) {
+  if (t.port.empty() || t.port.size() > 5 || t.port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stol(t.port) < 1 || std::stol(t.port) > 65535) {
     error = "TARGET: port \"" + t.port + "\" must be a number from 1 to 65535";
     return std::nullopt;
   }
@@ -312,6 +314,17 @@ int run(const BufferOptions& o) {
   if (o.dry_run) return 0;
 
   // --- the run
+  // Each connection is a descriptor: lift the soft limit towards the hard one.
+  if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    const rlim_t want = static_cast<rlim_t>(o.connections) + 64;
+    if (lim.rlim_cur < want) {
+      lim.rlim_cur = std::min(want, lim.rlim_max);
+      ::setrlimit(RLIMIT_NOFILE, &lim);
+    }
+    if (lim.rlim_cur < want)
+      std::fprintf(stderr, "headroomctl buffer: --connections %d: only %llu descriptors allowed (ulimit -n); "
+                   "connections beyond them fail\n", o.connections, static_cast<unsigned long long>(lim.rlim_cur));
+  }
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGINT);

@@ -14,6 +14,8 @@
   that closes every connection: exit 1 with a failed verdict naming the
   cause, never later than the plan's duration plus --timeout (plus slack).
 - Nonsense flags: exit 64 with a message naming the flag.
+- --baseline report: the endpoint report's rps_fractional is the baseline; a
+  stale report, one without traffic, or no --scope is refused.
 - --dry-run sends nothing; Ctrl-C (SIGINT) stops at once with exit 130 and
   the partial figures; --svg writes one well-formed SVG document.
 
@@ -32,7 +34,9 @@ import unittest
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "oob"))
 import harness  # noqa: E402
+from orca_oob import encode_report  # noqa: E402  (a hand-written OrcaLoadReport codec)
 from harness import Proc, figure, note, wait_until  # noqa: E402
 
 HEADROOMCTL = TEST_SERVER = ""
@@ -197,12 +201,45 @@ class BufferTest(unittest.TestCase):
                 self.assertEqual(p.returncode, 64, p.stderr)
                 self.assertIn(flag, p.stderr)
         for bad_target, words in (("nohost", "HOST:PORT"), ("127.0.0.1:99999", "port"),
+                                  ("127.0.0.1:123456789012345678901234", "port"),
                                   ("https://127.0.0.1:1/", "TLS"), ("192.0.2.1:80/", "--allow-remote")):
             with self.subTest(target=bad_target):
                 p = subprocess.run([HEADROOMCTL, "buffer", bad_target, "--baseline", "10"], capture_output=True,
                                    text=True, timeout=10)
                 self.assertEqual(p.returncode, 64, p.stderr)
                 self.assertIn(words, p.stderr)
+
+    def test_baseline_from_the_endpoint_report(self):
+        orca = os.path.join(self.tmp, "orca")
+        os.makedirs(orca)
+
+        def publish(rps, age_ms=0):
+            report = {"rps_fractional": rps, "named_metrics": {
+                "headroom.timestamp_ms": float(int(time.time() * 1000) - age_ms), "headroom.seq": 7.0,
+                "headroom.interval_ms": 100.0}}
+            with open(os.path.join(orca, ".endpoint.api.orca.tmp"), "wb") as f:
+                f.write(encode_report(report))
+            os.rename(os.path.join(orca, ".endpoint.api.orca.tmp"), os.path.join(orca, "endpoint.api.orca"))
+
+        def dry(*extra):
+            return subprocess.run([HEADROOMCTL, "buffer", "127.0.0.1:9/", "--baseline", "report", "--orca-dir", orca,
+                                   "--ramp", "1,2", "--step", "1s", "--settle", "0s", "--dry-run", *extra],
+                                  capture_output=True, text=True, timeout=10)
+        publish(123.4)
+        p = dry("--scope", "endpoint.api")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("2 steps, 2 s, 123 to 247 req/s", p.stderr)
+        publish(123.4, age_ms=60_000)
+        p = dry("--scope", "endpoint.api")
+        self.assertEqual(p.returncode, 64)
+        self.assertIn("stale", p.stderr)
+        publish(0.0)
+        p = dry("--scope", "endpoint.api")
+        self.assertEqual(p.returncode, 64)
+        self.assertIn("rps_fractional 0", p.stderr)
+        p = dry("--scope", "endpoint.missing")
+        self.assertEqual(p.returncode, 64)
+        self.assertIn("endpoint.missing.orca", p.stderr)
 
     def test_dry_run_sends_nothing(self):
         lst = Listener(self, "silent")

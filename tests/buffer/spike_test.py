@@ -20,8 +20,9 @@ baseline again, in an equal mix of the four priority buckets.
 With shedding on: CRITICAL at least 99 % served within the SLO max; the
 shed requests answered in under 5 ms (p99, and at most 0.5 % slower); the
 shares shed in the spike ordered BULK >= BEST_EFFORT >= DEGRADED >=
-CRITICAL; the recovery fully served. The same spike against the server with
---no-shed is measured beside it: CRITICAL must fare clearly worse there, or
+CRITICAL (up to three standard deviations of drawing noise); the recovery
+fully served. The same spike against the server with --no-shed is measured
+beside it: CRITICAL must fare clearly worse there, or
 the spike did not overload the server and the test proves nothing. Both
 runs' figures go to stderr.
 
@@ -29,6 +30,7 @@ Needs root (eBPF, the cgroup) and 2 CPUs; without them it skips loudly (77),
 and with CI=true it fails.
 """
 
+import math
 import os
 import sys
 import unittest
@@ -110,8 +112,16 @@ class SpikeTest(unittest.TestCase):
         # Shed answers come from the server's I/O thread, which shares the
         # service's one CPU with the worker: a few wait for the scheduler.
         self.assertLessEqual(slow, 0.005 * (spike["all"]["rejected"] + slow), "rejections slower than 5 ms")
-        shares = [classes[n]["rejected_share"] for n in ("BULK", "BEST_EFFORT", "DEGRADED", "CRITICAL")]
-        self.assertEqual(shares, sorted(shares, reverse=True), f"shed shares BULK..CRITICAL: {shares}")
+        # Ordered, up to the noise of drawing: each request is shed with the
+        # bucket's probability, so two buckets both shed at ~97 % can swap by
+        # a few tenths of a point. Allow three standard deviations of the
+        # difference of two binomial shares, nothing more.
+        order = ("BULK", "BEST_EFFORT", "DEGRADED", "CRITICAL")
+        for less, more in zip(order, order[1:]):
+            a, b = classes[less], classes[more]
+            pa, pb = a["rejected_share"], b["rejected_share"]
+            noise = 3 * math.sqrt(pa * (1 - pa) / max(a["offered"], 1) + pb * (1 - pb) / max(b["offered"], 1))
+            self.assertGreaterEqual(pa, pb - noise, f"{less} shed {pa:.4f} < {more} {pb:.4f} (noise {noise:.4f})")
         self.assertGreaterEqual(steps["recovery"]["all"]["served_share"], 0.99, "recovered after the spike")
         self.assertLess(crit_off, crit - 0.1, "without shedding CRITICAL must fare clearly worse, "
                         "or the spike does not overload the server")
