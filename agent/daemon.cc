@@ -183,7 +183,7 @@ int run_daemon(const DaemonOptions& options) {
             spdlog::error("reload rejected, the running configuration stays in force: {}", e->to_string());
             agent.reload_rejected();
           } else {
-            auto rebuilt = build_pipeline(std::get<Config>(std::move(next)));
+            auto rebuilt = build_pipeline(std::get<Config>(std::move(next)), &agent.config());
             if (auto* be = std::get_if<BuildError>(&rebuilt)) {
               spdlog::error("reload rejected, the running configuration stays in force: {}", be->message);
               agent.reload_rejected();

@@ -26,12 +26,18 @@ int64_t monotonic_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::variant<Pipeline, BuildError> build_pipeline(Config config) {
+bool same_endpoint_probe(const Config& running, const Config& next) {
+  return running.endpoints == next.endpoints && running.ebpf == next.ebpf && running.interval == next.interval &&
+         running.smoothing == next.smoothing && running.proc_root == next.proc_root &&
+         running.sys_root == next.sys_root;
+}
+
+std::variant<Pipeline, BuildError> build_pipeline(Config config, const Config* running) {
   Pipeline p;
   auto sampler = NodeSampler::create(config);
   if (!sampler) return BuildError{kExitConfig, "node.cgroup: " + sampler.error().message};
   p.sampler = std::move(sampler.value());
-  p.endpoints = std::make_unique<EndpointSampler>(config);
+  if (running == nullptr || !same_endpoint_probe(*running, config)) p.endpoints = std::make_unique<EndpointSampler>(config);
   p.smoother = Smoother(ewma_alpha(config.interval.count(), config.smoothing.count()));
   auto built = publishers::build_publishers(config);
   if (auto* e = std::get_if<publishers::BuildError>(&built))
@@ -153,8 +159,13 @@ void Agent::replace(Pipeline next) {
   // The baselines. Until the next tick the last sample stands (a stop right
   // now reports it); that tick drops the old endpoints' signals.
   next.sampler->sample(monotonic_ns());
-  next.endpoints->sample(monotonic_ns());
-  drop_endpoint_signals_ = true;
+  if (next.endpoints) {
+    next.endpoints->sample(monotonic_ns());
+  } else {
+    // The same endpoints: the running probe goes on, with its windows.
+    next.endpoints = std::move(p_.endpoints);
+  }
+  drop_endpoint_signals_ = true;  // re-added on the next tick if node.include_endpoints says so
   const bool same_smoothing =
       next.config.interval == p_.config.interval && next.config.smoothing == p_.config.smoothing;
   if (same_smoothing) next.smoother = std::move(p_.smoother);

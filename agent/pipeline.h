@@ -24,7 +24,9 @@ namespace headroom::agent {
 struct Pipeline {
   Config config;
   std::unique_ptr<NodeSampler> sampler;
-  std::unique_ptr<EndpointSampler> endpoints;  // [[endpoint]]s, eBPF
+  // [[endpoint]]s, eBPF. Null in a pipeline built for a reload that keeps
+  // the running one's (same_endpoint_probe): Agent::replace moves it over.
+  std::unique_ptr<EndpointSampler> endpoints;
   publishers::Publishers publishers;           // in the registry's order
   Smoother smoother{1.0};
 };
@@ -33,7 +35,15 @@ struct BuildError {
   int exit_code = kExitConfig;  // kExitConfig or kExitCantCreat
   std::string message;
 };
-std::variant<Pipeline, BuildError> build_pipeline(Config config);
+// `running`: the configuration in force, when this is a reload. Its endpoint
+// probe is kept (maps, traced processes, in-flight requests, windows) when
+// same_endpoint_probe says the new configuration would build the same one.
+std::variant<Pipeline, BuildError> build_pipeline(Config config, const Config* running = nullptr);
+
+// True when an EndpointSampler built for `next` would be the one built for
+// `running`: the same endpoints in the same order, eBPF mode, window
+// (interval and smoothing) and /proc and /sys roots.
+bool same_endpoint_probe(const Config& running, const Config& next);
 
 // Logs where the pipeline publishes, once it is in force.
 void announce(const Pipeline& p);

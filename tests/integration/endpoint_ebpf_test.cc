@@ -518,6 +518,58 @@ TEST(EndpointEbpf, InflightCountsConcurrentSlowRequests) {
   EXPECT_GE(client.p50_ms, 3000) << client.json;
 }
 
+// A SIGHUP that leaves the endpoints as they are keeps the probe: no second
+// attach, and the window goes on (a rebuilt probe starts it empty, as the
+// reload that does change the endpoints shows).
+TEST(EndpointEbpf, AReloadThatKeepsTheEndpointsKeepsTheProbeAndItsWindow) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "http", "--delay", "/=1ms"});
+  ASSERT_NE(server.port, 0);
+  Agent agent(dir, "1s", {"name=web,port=" + std::to_string(server.port) + ",target=50ms,max=500ms"});
+  ASSERT_TRUE(agent.wait_ready({"web"}));
+  Process load(load_args(server.port, {"--mode", "http", "--connections", "2", "--rate", "200", "--duration", "8s"}),
+               dir);
+  auto attached = [&] {
+    const std::string err = agent.proc().err();
+    int n = 0;
+    for (auto at = err.find("eBPF endpoint probe attached"); at != std::string::npos;
+         at = err.find("eBPF endpoint probe attached", at + 1))
+      ++n;
+    return n;
+  };
+  auto reloads = [&] {
+    const std::string err = agent.proc().err();
+    int n = 0;
+    for (auto at = err.find("configuration reloaded"); at != std::string::npos; at = err.find("configuration reloaded", at + 1))
+      ++n;
+    return n;
+  };
+  // A full window of traffic (1 s at 200 requests/s).
+  ASSERT_TRUE(eventually([&] { return metric_or(agent.fresh("web", 1), "headroom.window.requests", 0) > 150; }, 8s));
+  const double full = metric_or(agent.fresh("web", 1), "headroom.window.requests", 0);
+
+  dir.write("headroom.toml", "[agent]\ninterval = \"100ms\"\nsmoothing = \"1s\"\nlog_level = \"debug\"\n");
+  agent.proc().signal(SIGHUP);
+  ASSERT_TRUE(eventually([&] { return reloads() == 1; }, 5s)) << agent.proc().err();
+  const double kept = metric_or(agent.fresh("web", 1), "headroom.window.requests", 0);
+  std::cout << "[ reload ] window before " << full << " requests, one publish after a reload that keeps the endpoints "
+            << kept << "\n";
+  EXPECT_EQ(attached(), 1) << agent.proc().err();
+  EXPECT_GT(kept, 0.6 * full) << "the window was lost across a reload that changed no endpoint";
+
+  // Changing an endpoint builds a new probe, whose window starts empty.
+  dir.write("headroom.toml", "[agent]\ninterval = \"100ms\"\nsmoothing = \"1s\"\n[[endpoint]]\nname = \"other\"\n"
+                             "port = 1\ntarget = \"10ms\"\nmax = \"100ms\"\n");
+  agent.proc().signal(SIGHUP);
+  ASSERT_TRUE(eventually([&] { return reloads() == 2; }, 5s)) << agent.proc().err();
+  const double rebuilt = metric_or(agent.fresh("web", 1), "headroom.window.requests", 0);
+  std::cout << "[ reload ] one publish after a reload that adds an endpoint: " << rebuilt << "\n";
+  EXPECT_EQ(attached(), 2) << agent.proc().err();
+  EXPECT_LT(rebuilt, 0.6 * full) << "a new probe's window cannot hold a full window yet";
+  finish_load(load);
+}
+
 // 4. The server stops answering (SIGSTOP) under load: latency.slo_target
 // reaches 1.0 within target + one window (agent.smoothing = "1s", so the
 // window is 1 s) plus 0.5 s slack, stays at 1.0 in every report while the

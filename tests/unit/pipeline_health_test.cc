@@ -138,5 +138,84 @@ TEST_F(PipelineHealthTest, ReloadsCountGenerationsAndARejectedOneIsShown) {
   EXPECT_EQ(sample(text, "headroom_ticks_total"), 3) << "ticks count across the reload";
 }
 
+
+// A reload keeps the running endpoint probe (its maps, traced processes,
+// in-flight requests and windows) exactly when the new configuration would
+// build the same one.
+TEST(SameEndpointProbe, OnlyWhatTheProbeIsBuiltFromCounts) {
+  Config base;
+  EndpointConfig web;
+  web.name = "web";
+  web.port = 8080;
+  web.target = 10ms;
+  web.max = 100ms;
+  base.endpoints = {web};
+  struct Case {
+    const char* change;
+    void (*apply)(Config&);
+    bool same;
+  };
+  const Case cases[] = {
+      {"nothing", [](Config&) {}, true},
+      {"log_level", [](Config& c) { c.log_level = LogLevel::debug; }, true},
+      {"orca_dir", [](Config& c) { c.orca_dir = "/tmp/elsewhere"; }, true},
+      {"node.cgroup", [](Config& c) { c.cgroup = "system.slice/x.service"; }, true},
+      {"an endpoint's target", [](Config& c) { c.endpoints[0].target = 20ms; }, false},
+      {"an endpoint's max_concurrency", [](Config& c) { c.endpoints[0].max_concurrency = 8; }, false},
+      {"an endpoint added",
+       [](Config& c) {
+         auto e = c.endpoints[0];
+         e.name = "api";
+         e.port = 9090;
+         c.endpoints.push_back(e);
+       },
+       false},
+      {"every endpoint removed", [](Config& c) { c.endpoints.clear(); }, false},
+      {"ebpf off", [](Config& c) { c.ebpf = EbpfMode::off; }, false},
+      {"interval", [](Config& c) { c.interval = 50ms; }, false},
+      {"smoothing", [](Config& c) { c.smoothing = 1s; }, false},
+      {"proc_root", [](Config& c) { c.proc_root = "/host/proc"; }, false},
+      {"sys_root", [](Config& c) { c.sys_root = "/host/sys"; }, false},
+  };
+  for (const auto& k : cases) {
+    Config next = base;
+    k.apply(next);
+    EXPECT_EQ(same_endpoint_probe(base, next), k.same) << k.change;
+  }
+}
+
+TEST_F(PipelineHealthTest, AReloadWithTheSameEndpointsKeepsTheSamplerAndAChangedOneBuildsANew) {
+  EndpointConfig web;
+  web.name = "web";
+  web.port = 8080;
+  web.target = 10ms;
+  web.max = 100ms;
+  config_.endpoints = {web};
+  config_.ebpf = EbpfMode::off;  // no probe to load here; the sampler is what is kept or not
+  Agent agent = make();
+  agent.tick();
+  const EndpointSampler* running = &agent.endpoints();
+
+  Config same = config_;
+  same.log_level = LogLevel::debug;
+  auto kept = build_pipeline(same, &agent.config());
+  ASSERT_TRUE(std::holds_alternative<Pipeline>(kept));
+  EXPECT_EQ(std::get<Pipeline>(kept).endpoints, nullptr) << "the running sampler is taken over, not rebuilt";
+  agent.replace(std::get<Pipeline>(std::move(kept)));
+  EXPECT_EQ(&agent.endpoints(), running);
+  EXPECT_EQ(agent.config().log_level, LogLevel::debug);
+  agent.tick();
+
+  Config changed = config_;
+  changed.endpoints[0].target = 20ms;
+  auto rebuilt = build_pipeline(changed, &agent.config());
+  ASSERT_TRUE(std::holds_alternative<Pipeline>(rebuilt));
+  ASSERT_NE(std::get<Pipeline>(rebuilt).endpoints, nullptr);
+  agent.replace(std::get<Pipeline>(std::move(rebuilt)));
+  EXPECT_NE(&agent.endpoints(), running);
+  EXPECT_EQ(agent.endpoints().endpoints().at(0).config.target, 20ms);
+  agent.tick();
+}
+
 }  // namespace
 }  // namespace headroom::agent
