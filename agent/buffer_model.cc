@@ -217,6 +217,14 @@ std::string_view fail_reason_name(FailReason reason) noexcept {
   return "?";
 }
 
+namespace {
+// A response with a reject status, however slow (judge() says whether it was graceful).
+bool has_reject_status(const loadgen::Record& r, const Criteria& c) noexcept {
+  return r.outcome == loadgen::Outcome::response &&
+         std::find(c.reject_statuses.begin(), c.reject_statuses.end(), r.status) != c.reject_statuses.end();
+}
+}  // namespace
+
 Judged judge(const loadgen::Record& r, const Criteria& c) noexcept {
   using loadgen::Outcome;
   switch (r.outcome) {
@@ -229,7 +237,7 @@ Judged judge(const loadgen::Record& r, const Criteria& c) noexcept {
   }
   if (r.status >= 200 && r.status < 300)
     return r.latency_ns <= c.slo.count() ? Judged{Fate::served, FailReason::none} : Judged{Fate::failed, FailReason::over_slo};
-  if (std::find(c.reject_statuses.begin(), c.reject_statuses.end(), r.status) != c.reject_statuses.end())
+  if (has_reject_status(r, c))
     return r.latency_ns <= c.reject_within.count() ? Judged{Fate::rejected, FailReason::none}
                                                    : Judged{Fate::failed, FailReason::slow_reject};
   return {Fate::failed, FailReason::status};
@@ -279,10 +287,7 @@ std::vector<StepResult> analyze(const std::vector<Step>& steps, std::size_t clas
       }
     }
     if (j.fate == Fate::served) served_lat[r.phase][r.request_class].push_back(r.latency_ns);
-    const bool reject_status = r.outcome == loadgen::Outcome::response &&
-                               std::find(criteria.reject_statuses.begin(), criteria.reject_statuses.end(), r.status) !=
-                                   criteria.reject_statuses.end();
-    if (reject_status) rejected_lat[r.phase][r.request_class].push_back(r.latency_ns);
+    if (has_reject_status(r, criteria)) rejected_lat[r.phase][r.request_class].push_back(r.latency_ns);
   }
   for (std::size_t i = 0; i < steps.size(); ++i) {
     std::vector<int64_t> all_served, all_rejected;
@@ -401,9 +406,7 @@ TimeToShed time_to_shed(const std::vector<Step>& steps, const std::vector<loadge
   if (!spike) return t;
   for (const auto& r : records) {
     if (r.phase != *spike) continue;
-    if (judge(r, criteria).fate == Fate::rejected ||
-        (r.outcome == loadgen::Outcome::response &&
-         std::find(criteria.reject_statuses.begin(), criteria.reject_statuses.end(), r.status) != criteria.reject_statuses.end())) {
+    if (has_reject_status(r, criteria)) {
       t.first_rejection = static_cast<double>(r.scheduled_ns - start) / 1e9;
       break;
     }

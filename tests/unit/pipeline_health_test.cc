@@ -139,17 +139,21 @@ TEST_F(PipelineHealthTest, ReloadsCountGenerationsAndARejectedOneIsShown) {
 }
 
 
-// A reload keeps the running endpoint probe (its maps, traced processes,
-// in-flight requests and windows) exactly when the new configuration would
-// build the same one.
-TEST(SameEndpointProbe, OnlyWhatTheProbeIsBuiltFromCounts) {
-  Config base;
+EndpointConfig web_endpoint() {
   EndpointConfig web;
   web.name = "web";
   web.port = 8080;
   web.target = 10ms;
   web.max = 100ms;
-  base.endpoints = {web};
+  return web;
+}
+
+// A reload keeps the running endpoint probe (its maps, traced processes,
+// in-flight requests and windows) exactly when the new configuration would
+// build the same one.
+TEST(SameEndpointProbe, OnlyWhatTheProbeIsBuiltFromCounts) {
+  Config base;
+  base.endpoints = {web_endpoint()};
   struct Case {
     const char* change;
     void (*apply)(Config&);
@@ -185,12 +189,7 @@ TEST(SameEndpointProbe, OnlyWhatTheProbeIsBuiltFromCounts) {
 }
 
 TEST_F(PipelineHealthTest, AReloadWithTheSameEndpointsKeepsTheSamplerAndAChangedOneBuildsANew) {
-  EndpointConfig web;
-  web.name = "web";
-  web.port = 8080;
-  web.target = 10ms;
-  web.max = 100ms;
-  config_.endpoints = {web};
+  config_.endpoints = {web_endpoint()};
   config_.ebpf = EbpfMode::off;  // no probe to load here; the sampler is what is kept or not
   Agent agent = make();
   agent.tick();
