@@ -5,6 +5,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -32,7 +34,12 @@ namespace headroom::probes {
 
 struct EndpointProbe::Skeleton {
   endpoint_bpf* obj = nullptr;
+  // The socket set's slots of requests in flight, mapped read-only.
+  const hr_slot* slots = nullptr;
+  std::size_t nslots = 0;
+  std::size_t slots_bytes = 0;
   ~Skeleton() {
+    if (slots) ::munmap(const_cast<hr_slot*>(slots), slots_bytes);
     if (obj) endpoint_bpf__destroy(obj);
   }
 };
@@ -90,8 +97,11 @@ struct Variant {
   std::string_view arrival;
   bool tracks_processes;  // the syscall programs look only at server processes
 };
+// hr_sock_refresh is not attached to anything: read() runs it before it
+// reads the socket set's slots.
+constexpr std::string_view kSockRefresh = "hr_sock_refresh";
 constexpr Variant kSockets{
-    "tp_btf sockets", {"hr_sock_arrival", "hr_sock_read", "hr_sock_write", "hr_btf_set_state"}, {}, false};
+    "tp_btf sockets", {"hr_sock_arrival", "hr_sock_write", "hr_sock_set_state", kSockRefresh}, {}, false};
 constexpr Variant kBtfSyscalls{
     "tp_btf syscalls", {"hr_btf_sys_enter", "hr_btf_sys_exit", "hr_btf_set_state"}, "hr_btf_data_ready", true};
 constexpr Variant kRawSyscalls{
@@ -125,6 +135,7 @@ void choose(bpf_object* obj, const Variant& v, bool arrival) {
     const bool wanted = std::find(v.programs.begin(), v.programs.end(), name) != v.programs.end() ||
                         (arrival && name == v.arrival);
     bpf_program__set_autoload(prog, wanted);
+    if (name == kSockRefresh) bpf_program__set_autoattach(prog, false);
   }
 }
 
@@ -196,14 +207,14 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   const LibbpfLog keep_log;
   std::string failures;
   int last_err = 0;
-  // The best set first: socket tracepoints only, where the kernel has all
-  // three (6.11+) and no endpoint has a path (a path needs the request's
+  // The best set first: socket tracepoints only, where the kernel has both
+  // (6.11+) and no endpoint has a path (a path needs the request's
   // bytes, which only the syscall set can read); else the syscall
   // tracepoints, as BTF then as raw tracepoints. options.programs restricts
   // the choice (tests, benchmarks, diagnosing a kernel).
   const ProgramSet programs = options.programs;
   const bool sockets_fit =
-      p->arrival_ && kernel_has_tracepoint("sock_recv_length") && kernel_has_tracepoint("tcp_sendmsg_locked") &&
+      p->arrival_ && kernel_has_tracepoint("tcp_sendmsg_locked") &&
       std::none_of(endpoints.begin(), endpoints.end(), [](const EndpointSpec& e) { return !e.path.empty(); });
   // libbpf's bootstrap order: open, settings into .rodata, load, fill the
   // maps, attach. Attached last, no program sees an unconfigured probe.
@@ -212,8 +223,8 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   for (const Variant* v : choice_of(programs).tries) {
     if (v == nullptr) break;
     if (v == &kSockets && !sockets_fit) {
-      failures += std::string(v->kind) + ": needs sock:sk_data_ready, sock:sock_recv_length and "
-                  "tcp:tcp_sendmsg_locked (kernel 6.11+) and no endpoint with a path; ";
+      failures += std::string(v->kind) + ": needs sock:sk_data_ready and tcp:tcp_sendmsg_locked "
+                  "(kernel 6.11+) and no endpoint with a path; ";
       last_err = ENOTSUP;
       continue;
     }
@@ -232,12 +243,24 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
     bpf_map__set_max_entries(skel->obj->maps.endpoints, n);
     bpf_map__set_max_entries(skel->obj->maps.stats, n);
     bpf_map__set_max_entries(skel->obj->maps.hist, n);
+    // Each set's maps at full size, the other set's shrunk to nothing (the
+    // kernel preallocates hash maps: 7 MiB at full size).
+    if (v == &kSockets) {
+      for (bpf_map* m : {skel->obj->maps.inflight, skel->obj->maps.known, skel->obj->maps.calls, skel->obj->maps.procs})
+        bpf_map__set_max_entries(m, 1);
+    } else {
+      bpf_map__set_max_entries(skel->obj->maps.requests, 1);
+      // BTF tracepoints keep a thread's syscall in its task storage.
+      if (v == &kBtfSyscalls) bpf_map__set_max_entries(skel->obj->maps.calls, 1);
+    }
     skel->obj->rodata->self_tgid = static_cast<__u32>(self);
-    skel->obj->rodata->track_processes = v->tracks_processes ? 1 : 0;
     int err = endpoint_bpf__load(skel->obj);
     if (err == 0) {
       p->skel_ = std::move(skel);
       if (auto r = p->fill_maps(endpoints); !r) return r.error();
+      if (v == &kSockets) {
+        if (auto r = p->map_slots(); !r) return r.error();
+      }
       if (v->tracks_processes) {
         if (!servers) servers = existing_servers(endpoints, options);
         for (const pid_t pid : *servers) (void)p->trace_process(pid);
@@ -254,7 +277,7 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
     failures += std::string(v->kind) + ": " + std::strerror(last_err) + "; ";
   }
   if (!p->skel_) {
-    if (last_err == EPERM) return permission_error(last_err);
+    if (last_err == EPERM && g_libbpf_log.find("verifier") == std::string::npos) return permission_error(last_err);
     return Error{last_err, "cannot load the eBPF endpoint programs (" + failures +
                                "kernel says: " + log_tail(g_libbpf_log) +
                                "); endpoint latency signals need raw or BTF tracepoints (kernel >= 4.17)"};
@@ -295,9 +318,15 @@ Result<void> EndpointProbe::fill_maps(const std::vector<EndpointSpec>& endpoints
       it->second.path_eps[it->second.n_paths++] = idx;
     }
   }
-  for (const auto& [port, v] : ports)
-    if (bpf_map_update_elem(bpf_map__fd(skel_->obj->maps.ports), &port, &v, BPF_ANY) != 0)
-      return Error{errno, std::string("cannot configure the eBPF ports map: ") + std::strerror(errno)};
+  if (ports.size() > HR_MAX_PORTS)
+    return Error{EINVAL, "at most " + std::to_string(HR_MAX_PORTS) + " ports can have endpoints"};
+  // The globals are memory-mapped: written in place, before attaching.
+  auto* bss = skel_->obj->bss;
+  std::size_t slot = 0;
+  for (const auto& [port, v] : ports) {
+    bss->port_cfg[slot] = v;
+    bss->port_slot[port] = static_cast<__u16>(++slot);
+  }
   return {};
 }
 
@@ -349,6 +378,14 @@ std::vector<pid_t> EndpointProbe::existing_servers(const std::vector<EndpointSpe
   }
   ::closedir(proc);
   return servers;
+}
+
+void EndpointProbe::detach() { endpoint_bpf__detach(skel_->obj); }
+
+Result<void> EndpointProbe::attach() {
+  if (const int err = endpoint_bpf__attach(skel_->obj); err != 0)
+    return Error{-err, std::string("cannot attach the eBPF endpoint programs: ") + std::strerror(-err)};
+  return {};
 }
 
 Result<void> EndpointProbe::trace_process(pid_t tgid) {
@@ -407,7 +444,6 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out) {
     hr_stats sum{};
     for (std::size_t cpu = 0; cpu < ncpu; ++cpu) {
       const auto& s = per_cpu[cpu];
-      sum.started += s.started;
       sum.completed += s.completed;
       sum.errors += s.errors;
       sum.over_target += s.over_target;
@@ -428,46 +464,67 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out) {
     c.pending = c.pending_over_target = c.pending_over_max = 0;
   }
 
-  // The in-flight requests: a batch walk of the inflight map, sized by what
-  // is in flight, not by the open connections.
   const int64_t now = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
   out.at_ns = now;
   out.inflight_unclaimed = 0;
+  auto account = [&](const hr_inflight& r) {
+    account_inflight(r, static_cast<uint64_t>(now), specs_, cache_, out.inflight_unclaimed);
+  };
+  if (skel_->slots != nullptr) {
+    if (auto r = read_slots(account); !r) return r.error();
+  } else if (auto r = walk_inflight_map(account); !r) {
+    return r.error();
+  }
+  for (std::size_t i = 0; i < specs_.size(); ++i) copy_totals(cache_[i], out.endpoints[i]);
+  return {};
+}
+
+Result<void> EndpointProbe::map_slots() {
+  bpf_map* m = skel_->obj->maps.requests;
+  const std::size_t n = bpf_map__max_entries(m);
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t bytes = (n * sizeof(hr_slot) + page - 1) / page * page;
+  void* at = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, bpf_map__fd(m), 0);
+  if (at == MAP_FAILED)
+    return Error{errno, std::string("cannot map the eBPF requests array: ") + std::strerror(errno)};
+  skel_->slots = static_cast<const hr_slot*>(at);
+  skel_->nslots = n;
+  skel_->slots_bytes = bytes;
+  return {};
+}
+
+// The socket set: the refresh program marks what each request's socket says
+// now (read or not), then the slots are read in place.
+Result<void> EndpointProbe::read_slots(const std::function<void(const hr_inflight&)>& account) {
+  uint64_t args[1] = {0};
+  bpf_test_run_opts run{};
+  run.sz = sizeof run;
+  run.ctx_in = args;
+  run.ctx_size_in = sizeof args;
+  if (bpf_prog_test_run_opts(bpf_program__fd(skel_->obj->progs.hr_sock_refresh), &run) != 0)
+    return Error{errno, std::string("cannot refresh the requests in flight (eBPF test run): ") + std::strerror(errno)};
+  for (std::size_t i = 0; i < skel_->nslots; ++i) {
+    // The kernel writes the slots while this reads them: a request that
+    // ends meanwhile reads as free or with start_ns 0, one that starts may
+    // be missed until the next read.
+    const hr_slot& slot = skel_->slots[i];
+    if (__atomic_load_n(&slot.sk, __ATOMIC_RELAXED) == 0) continue;
+    hr_inflight r{};
+    std::memcpy(&r, &slot.r, sizeof r);
+    if (r.start_ns == 0) continue;
+    r.flags = static_cast<__u16>(r.flags | __atomic_load_n(&slot.seen, __ATOMIC_RELAXED));
+    account(r);
+  }
+  return {};
+}
+
+// The syscall set: a batch walk of the inflight map, sized by what is in
+// flight, not by the open connections.
+Result<void> EndpointProbe::walk_inflight_map(const std::function<void(const hr_inflight&)>& account) {
   const int fd = bpf_map__fd(skel_->obj->maps.inflight);
   constexpr uint32_t kBatch = 256;
   keys_.resize(kBatch);
   vals_.resize(kBatch);
-  auto account = [&](const hr_inflight& r) {
-    const uint64_t age = now > static_cast<int64_t>(r.start_ns) ? static_cast<uint64_t>(now) - r.start_ns : 0;
-    if (r.ep == HR_PENDING) {
-      for (std::size_t i = 0; i < specs_.size(); ++i) {
-        if (specs_[i].port != r.port) continue;
-        auto& c = cache_[i];
-        ++c.pending;
-        c.inflight_age_ns += age;  // outstanding for the client: part of the in-flight integral
-        if (age > specs_[i].target_ns) ++c.pending_over_target;
-        if (age > specs_[i].max_ns) ++c.pending_over_max;
-      }
-      return;
-    }
-    if (r.flags & HR_F_WAITING && r.ep < specs_.size()) {  // its endpoint is known already
-      auto& c = cache_[r.ep];
-      ++c.pending;
-      c.inflight_age_ns += age;
-      if (age > specs_[r.ep].target_ns) ++c.pending_over_target;
-      if (age > specs_[r.ep].max_ns) ++c.pending_over_max;
-      return;
-    }
-    if (r.ep >= specs_.size()) {
-      ++out.inflight_unclaimed;
-      return;
-    }
-    auto& c = cache_[r.ep];
-    ++c.inflight;
-    c.inflight_age_ns += age;
-    if (age > specs_[r.ep].target_ns) ++c.inflight_over_target;
-    if (age > specs_[r.ep].max_ns) ++c.inflight_over_max;
-  };
   uint64_t batch_pos = 0;
   bool first = true;
   bool batch_ok = true;
@@ -495,8 +552,37 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out) {
       prev = &key;
     }
   }
-  for (std::size_t i = 0; i < specs_.size(); ++i) copy_totals(cache_[i], out.endpoints[i]);
   return {};
+}
+
+void account_inflight(const hr_inflight& r, uint64_t now_ns, const std::vector<EndpointSpec>& specs,
+                      std::vector<EndpointTotals>& totals, uint64_t& unclaimed) {
+  const uint64_t age = hr_server_time(&r, now_ns);
+  auto pending = [&](std::size_t i) {
+    auto& c = totals[i];
+    ++c.pending;
+    c.inflight_age_ns += age;  // outstanding for the client: part of the in-flight integral
+    if (age > specs[i].target_ns) ++c.pending_over_target;
+    if (age > specs[i].max_ns) ++c.pending_over_max;
+  };
+  if (r.ep == HR_PENDING) {  // its path not read yet: every endpoint of the port
+    for (std::size_t i = 0; i < specs.size(); ++i)
+      if (specs[i].port == r.port) pending(i);
+    return;
+  }
+  if (r.ep >= specs.size()) {
+    ++unclaimed;
+    return;
+  }
+  if (r.flags & HR_F_WAITING) {  // its endpoint is known already
+    pending(r.ep);
+    return;
+  }
+  auto& c = totals[r.ep];
+  ++c.inflight;
+  c.inflight_age_ns += age;
+  if (age > specs[r.ep].target_ns) ++c.inflight_over_target;
+  if (age > specs[r.ep].max_ns) ++c.inflight_over_max;
 }
 
 }  // namespace headroom::probes

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -76,6 +77,13 @@ struct EndpointSnapshot {
   uint64_t inflight_unclaimed = 0;        // requests on traced ports no endpoint claims
 };
 
+// Adds one request in flight to its endpoint's totals (pure; the probe's
+// read() calls it for each): by its server time at now_ns (hr_server_time),
+// as pending when the server has not read it, to unclaimed when no endpoint
+// of its port claims it.
+void account_inflight(const hr_inflight& r, uint64_t now_ns, const std::vector<EndpointSpec>& specs,
+                      std::vector<EndpointTotals>& totals, uint64_t& unclaimed);
+
 class EndpointProbe {
  public:
   // Checks the kernel (BTF, permissions), loads the best programs that load
@@ -92,6 +100,11 @@ class EndpointProbe {
   // a snapshot this probe filled before, or an empty one: an endpoint's
   // histogram is copied into it only when its completed count moved.
   Result<void> read(EndpointSnapshot& out);
+
+  // Detach every program, and attach them again: the maps and what they
+  // hold stay (benchmarks compare attached and detached in one process).
+  void detach();
+  Result<void> attach();
 
   // Traces this process's sockets from now on (tests; the probe finds
   // servers by themselves through accept/listen and the start-up scan).
@@ -112,6 +125,10 @@ class EndpointProbe {
   EndpointProbe() = default;
   // The endpoints and ports maps, between load and attach.
   Result<void> fill_maps(const std::vector<EndpointSpec>& endpoints);
+  // The requests in flight, one call of account each.
+  Result<void> map_slots();  // the socket set's requests array, into this process
+  Result<void> read_slots(const std::function<void(const hr_inflight&)>& account);
+  Result<void> walk_inflight_map(const std::function<void(const hr_inflight&)>& account);
   // Servers that were running before headroomd (the procs map's first entries).
   static std::vector<pid_t> existing_servers(const std::vector<EndpointSpec>& endpoints,
                                              const EndpointProbeOptions& options);

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
-/* Per-endpoint request latency and concurrency, measured at the socket
- * syscalls of server processes, aggregated in the kernel.
+/* Per-endpoint request latency and concurrency, measured in the kernel and
+ * aggregated there, by one of two program sets: the syscall set (first, the
+ * socket syscalls of server processes; endpoints with a path need it) and the
+ * socket set (below, socket tracepoints only, kernels 6.11+).
  *
- * Attach points (no kprobes, no fentry, no tracefs needed):
+ * The syscall set's attach points (no kprobes, no fentry, no tracefs needed):
  *   raw_syscalls sys_enter/sys_exit  read, readv, recvfrom, recvmsg (data in);
  *                                    write, writev, sendto, sendmsg, sendfile
  *                                    (data out); accept, accept4 (new server
@@ -13,15 +15,19 @@
  *                                    server socket: its start, and a request the
  *                                    server does not read (stopped, stuck) is
  *                                    seen waiting
- * Each comes as a BTF tracepoint (tp_btf, kernel >= 5.5) and as a raw
- * tracepoint (raw_tp, >= 4.17); the loader picks the first that loads.
+ * Each comes as a BTF tracepoint (tp_btf; these need bpf_rdonly_cast, kernel
+ * >= 6.2) and as a raw tracepoint (raw_tp, >= 4.17); the loader picks the
+ * first that loads.
  *
- * Per connection (keyed by its struct sock *): no entry = idle. Data in on an
- * idle connection starts a request (HTTP/1.x: the method token and path pick
- * the endpoint; otherwise the port's endpoint without a path). The first data
- * out ends it: latency = now - start. Everything else on the connection until
- * the next data in after that is part of the same exchange. Nothing is sent to
- * user space per request: counters and a histogram per endpoint, per CPU. */
+ * Per connection: idle, or one request in flight (struct hr_inflight). Data
+ * in on an idle connection starts a request (HTTP/1.x: the method token and
+ * path pick the endpoint; otherwise the port's endpoint without a path). The
+ * first data out ends it: latency = its server time (hr_server_time: the age
+ * less the pauses in which the server waited for more of the request).
+ * Everything else on the connection until the next data in after that is part
+ * of the same exchange. Nothing is sent to user space per request: counters
+ * and a histogram per endpoint, per CPU; user space lists the requests in
+ * flight each tick. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
@@ -58,21 +64,23 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define BUF_IOV 2   /* (fd, iov, cnt) */
 #define BUF_MSG 3   /* (fd, msghdr, flags) */
 
-/* Settings, written by the loader between open and load: constants for the
- * verifier, which drops the branches they turn off, and no lookup per event.
- * The programs are attached only once every map is filled, so no program runs
- * on a half-configured probe. */
+/* Written by the loader between open and load: a constant for the verifier,
+ * no lookup per event. */
 const volatile __u32 self_tgid = 0; /* headroomd: never traced */
-/* The syscall set looks only at server processes (the procs map); the
- * socket set needs no process at all. */
-const volatile __u8 track_processes = 1;
 
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, HR_MAX_PORTS);
-  __type(key, __u32);
-  __type(value, struct hr_port);
-} ports SEC(".maps");
+/* Filled by the loader between load and attach (endpoint_abi.h). The
+ * programs are attached only once every map is filled, so no program runs on
+ * a half-configured probe. */
+__u16 port_slot[65536] = {};
+struct hr_port port_cfg[HR_MAX_PORTS] = {};
+
+/* The endpoint configuration of a local port, or 0: one load for every
+ * socket event, the only cost other sockets pay. */
+static __always_inline const struct hr_port *port_config(__u32 port) {
+  __u32 slot = port_slot[port & 0xffff];
+  if (!slot) return 0;
+  return &port_cfg[(slot - 1) & (HR_MAX_PORTS - 1)];
+}
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -95,8 +103,12 @@ struct {
   __type(value, struct hr_hist);
 } hist SEC(".maps");
 
+/* The syscall set's requests in flight, by struct sock *. A plain hash: an
+ * update costs less than in an LRU one, and an entry only ever leaves with
+ * its request (answer or connection end); when full, a new request is not
+ * counted rather than an old one forgotten. */
 struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, HR_MAX_INFLIGHT);
   __type(key, __u64);
   __type(value, struct hr_inflight);
@@ -125,7 +137,17 @@ struct {
   __type(value, __u8);
 } known SEC(".maps");
 
-/* A traced syscall between its entry and exit, per thread. */
+/* A traced syscall between its entry and exit, per thread: in the thread's
+ * own storage where the programs are BTF tracepoints (no hash lookup, no
+ * LRU lock), else in a hash by thread (raw tracepoints, whose context has no
+ * typed task). dir 0: no call. */
+struct {
+  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, struct call);
+} thread_calls SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, HR_MAX_THREADS);
@@ -133,7 +155,40 @@ struct {
   __type(value, struct call);
 } calls SEC(".maps");
 
-/* fd of the current task -> its struct sock, when it is a TCP/IP socket. */
+/* A typed, read-only view of a kernel object (kernel 6.2+; the verifier
+ * turns it into nothing): a kernel object's fields by plain loads, not a
+ * bpf_probe_read_kernel call each. Weak, so the object still loads where
+ * the kernel lacks it: there only the raw tracepoint programs, which do not
+ * use it, load (and the socket set needs 6.11 anyway). */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+static __always_inline const struct tcp_sock *tcp_of(const struct sock *sk) {
+  return bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
+}
+
+/* fd of the current task -> its struct sock, when it is a TCP/IP socket.
+ * btf: by plain loads from the typed task (BTF tracepoints); else by
+ * bpf_probe_read_kernel (raw tracepoints). */
+static __always_inline struct sock *sock_of_fd_btf(long fd) {
+  if (fd < 0) return 0;
+  struct task_struct *task = bpf_get_current_task_btf();
+  struct fdtable *fdt = task->files->fdt;
+  if (!fdt) return 0;
+  if ((unsigned long)fd >= fdt->max_fds) return 0;
+  struct file **fds = fdt->fd;
+  struct file *f = 0;
+  if (bpf_probe_read_kernel(&f, sizeof f, &fds[fd]) || !f) return 0;
+  const struct file *file = bpf_rdonly_cast(f, bpf_core_type_id_kernel(struct file));
+  if ((file->f_inode->i_mode & S_IFMT) != S_IFSOCK) return 0;
+  const struct socket *sock = bpf_rdonly_cast(file->private_data, bpf_core_type_id_kernel(struct socket));
+  struct sock *sk = sock->sk;
+  if (!sk) return 0;
+  __u16 family = sk->__sk_common.skc_family;
+  if (family != AF_INET && family != AF_INET6) return 0;
+  if (sk->sk_protocol != IPPROTO_TCP) return 0;
+  return sk;
+}
+
 static __always_inline struct sock *sock_of_fd(long fd) {
   if (fd < 0) return 0;
   struct task_struct *task = (struct task_struct *)bpf_get_current_task();
@@ -184,7 +239,8 @@ static __always_inline __u64 first_buffer(__u32 kind, __u64 arg) {
   return 0;
 }
 
-static __always_inline void on_enter(struct pt_regs *regs, long id) {
+/* btf: the program is a BTF tracepoint (typed arguments, task storage). */
+static __always_inline void on_enter(struct pt_regs *regs, long id, const int btf) {
   __u32 dir, kind;
   switch (id) {
     case NR_read: case NR_recvfrom: dir = DIR_IN; kind = BUF_PLAIN; break;
@@ -199,15 +255,21 @@ static __always_inline void on_enter(struct pt_regs *regs, long id) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   __u32 tgid = pid_tgid >> 32;
   if (!bpf_map_lookup_elem(&procs, &tgid)) return;  /* the one lookup untraced processes pay */
-  long fd = (long)BPF_CORE_READ(regs, di);
-  __u64 arg = BPF_CORE_READ(regs, si);
+  long fd = btf ? (long)regs->di : (long)BPF_CORE_READ(regs, di);
+  __u64 arg = btf ? regs->si : BPF_CORE_READ(regs, si);
   if (id == NR_sendfile) { arg = 0; }  /* sendfile(out_fd, in_fd, ...): out_fd is di */
-  struct sock *sk = sock_of_fd(fd);
+  struct sock *sk = btf ? sock_of_fd_btf(fd) : sock_of_fd(fd);
   if (!sk) return;
-  __u32 port = local_port(sk);
-  if (!bpf_map_lookup_elem(&ports, &port)) return;
+  __u32 port = btf ? sk->__sk_common.skc_num : local_port(sk);
+  if (!port_config(port)) return;
   struct call c = {.sk = (__u64)sk, .buf = first_buffer(kind, arg), .dir = dir, .port = port};
-  bpf_map_update_elem(&calls, &pid_tgid, &c, BPF_ANY);
+  if (btf) {
+    struct call *t = bpf_task_storage_get(&thread_calls, bpf_get_current_task_btf(), 0,
+                                          BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (t) *t = c;
+  } else {
+    bpf_map_update_elem(&calls, &pid_tgid, &c, BPF_ANY);
+  }
 }
 
 /* Bytes [0, n) of the user buffer into out (zero-padded). */
@@ -221,7 +283,7 @@ static __always_inline long peek(char out[HR_PEEK_BYTES], __u64 buf, long ret) {
 
 /* Which endpoint a request on this port belongs to. b holds the first n
  * bytes of the request, read from the user buffer at buf. */
-static __always_inline __u32 classify(const struct hr_port *pe, const char *b, long n, __u64 buf, int kernel) {
+static __always_inline __u32 classify(const struct hr_port *pe, const char *b, long n, __u64 buf) {
   __u32 best = pe->generic_ep;
   if (pe->n_paths == 0) return best;
   /* HTTP/1.x request line: METHOD SP request-target */
@@ -238,9 +300,7 @@ static __always_inline __u32 classify(const struct hr_port *pe, const char *b, l
   if (avail <= 0) return best;
   __u32 len = avail > HR_PATH_BYTES ? HR_PATH_BYTES : (__u32)avail;
   if (len == 0 || len > HR_PATH_BYTES) return best;
-  long err = kernel ? bpf_probe_read_kernel(words, len, (void *)(buf + sp + 1))
-                    : bpf_probe_read_user(words, len, (void *)(buf + sp + 1));
-  if (err) return best;
+  if (bpf_probe_read_user(words, len, (void *)(buf + sp + 1))) return best;
   __u32 best_len = 0;
   for (__u32 j = 0; j < HR_MAX_PATHS_PER_PORT; j++) {
     if (j >= pe->n_paths) break;
@@ -253,12 +313,6 @@ static __always_inline __u32 classify(const struct hr_port *pe, const char *b, l
     if (diff == 0) { best = ep; best_len = e->path_len; }
   }
   return best;
-}
-
-static __always_inline void count_start(__u32 ep) {
-  if (ep >= HR_MAX_ENDPOINTS) return;
-  struct hr_stats *s = bpf_map_lookup_elem(&stats, &ep);
-  if (s) s->started++;
 }
 
 static __always_inline void count_end(__u32 ep, __u64 latency, int completed, int error) {
@@ -280,61 +334,116 @@ static __always_inline void count_end(__u32 ep, __u64 latency, int completed, in
   }
 }
 
-static __always_inline void on_data_in(struct call *c, long ret) {
-  __u64 sk = c->sk;
-  __u64 start = 0;
-  struct hr_inflight *cur = bpf_map_lookup_elem(&inflight, &sk);
-  if (cur) {
-    if (cur->ep != HR_PENDING) return; /* more of the same request */
-    start = cur->start_ns;             /* it arrived then */
-  } else {
-    __u8 one = 1;
-    bpf_map_update_elem(&known, &sk, &one, BPF_NOEXIST);
-    start = bpf_ktime_get_ns();
+/* "HTTP/1.x 5xx": the status line of an answer, its first 12 bytes. */
+static __always_inline int is_server_error(__u64 buf) {
+  char b[12] = {};
+  if (!buf || bpf_probe_read_user(b, sizeof b, (void *)buf)) return 0;
+  return b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/' && b[8] == ' ' && b[9] == '5';
+}
+
+/* The time from a request's arrival to its answer, less the client's pauses. */
+static __always_inline __u64 response_time(const struct hr_inflight *r, __u64 now) {
+  __u64 spent = r->start_ns + r->paused_ns;
+  return now > spent ? now - spent : 0;
+}
+
+/* Another piece of a request in flight arrived (copied: the socket's
+ * copied_seq, rcv: its rcv_nxt with the piece). If the server had read every
+ * byte before it, it was waiting for the client since the previous piece. */
+static __always_inline void more_of_the_request(struct hr_inflight *r, __u64 now, __u32 copied, __u32 rcv) {
+  if ((__s32)(copied - r->seq_last) >= 0) {
+    r->paused_ns += now - r->last_ns;
+    r->flags |= HR_F_PIECES;
   }
-  struct hr_port *pe = bpf_map_lookup_elem(&ports, &c->port);
+  r->last_ns = now;
+  r->seq_last = rcv;
+  r->flags &= ~HR_F_DRAINED;
+}
+
+/* ---- The syscall program set: the request's bytes in the server's user
+ * buffers, the connection from the file descriptor. */
+
+/* A TCP socket's read position and receive end (btf: plain loads). */
+static __always_inline void tcp_seqs(__u64 sk, const int btf, __u32 *copied, __u32 *rcv) {
+  if (btf) {
+    const struct tcp_sock *tp = tcp_of((const struct sock *)sk);
+    *copied = tp->copied_seq;
+    *rcv = tp->rcv_nxt;
+  } else {
+    const struct tcp_sock *tp = (const struct tcp_sock *)sk;
+    *copied = BPF_CORE_READ(tp, copied_seq);
+    *rcv = BPF_CORE_READ(tp, rcv_nxt);
+  }
+}
+
+/* After a read of a request in flight: has the server read all that came? */
+static __always_inline void note_read(struct hr_inflight *r, __u64 sk, const int btf) {
+  __u32 copied, rcv;
+  tcp_seqs(sk, btf, &copied, &rcv);
+  r->flags &= ~HR_F_WAITING;
+  if (copied == rcv) r->flags |= HR_F_DRAINED;
+  else r->flags &= ~HR_F_DRAINED;
+}
+
+static __always_inline void on_data_in(struct call *c, long ret, const int btf) {
+  __u64 sk = c->sk;
+  struct hr_inflight *cur = bpf_map_lookup_elem(&inflight, &sk);
+  if (cur && cur->ep != HR_PENDING) { /* more of the same request */
+    note_read(cur, sk, btf);
+    return;
+  }
+  const struct hr_port *pe = port_config(c->port);
   if (!pe) return;
-  char b[HR_PEEK_BYTES] = {};
-  long n = peek(b, c->buf, ret);
-  struct hr_inflight r = {.start_ns = start, .ep = classify(pe, b, n, c->buf, 0), .port = (__u16)c->port};
+  __u32 ep = pe->generic_ep;
+  if (pe->n_paths) { /* the request line picks among the port's paths */
+    char b[HR_PEEK_BYTES] = {};
+    long n = peek(b, c->buf, ret);
+    ep = classify(pe, b, n, c->buf);
+  }
+  if (cur) { /* it arrived before: now its endpoint is known */
+    cur->ep = ep;
+    note_read(cur, sk, btf);
+    return;
+  }
+  /* No arrival seen (a kernel without sock:sk_data_ready, or data that came
+   * before the programs were attached): a request from now. */
+  __u8 one = 1;
+  bpf_map_update_elem(&known, &sk, &one, BPF_NOEXIST);
+  __u64 now = bpf_ktime_get_ns();
+  __u32 copied, rcv;
+  tcp_seqs(sk, btf, &copied, &rcv);
+  struct hr_inflight r = {.start_ns = now, .last_ns = now, .seq_last = rcv, .ep = ep, .port = (__u16)c->port};
+  note_read(&r, sk, btf);
   bpf_map_update_elem(&inflight, &sk, &r, BPF_ANY);
-  count_start(r.ep);
 }
 
 static __always_inline void on_data_out(struct call *c, long ret) {
   __u64 sk = c->sk;
   struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &sk);
   if (!r) return; /* the rest of a response, or the server speaking first */
-  __u64 latency = bpf_ktime_get_ns() - r->start_ns;
+  __u64 latency = response_time(r, bpf_ktime_get_ns());
   __u32 ep = r->ep;
   if (ep == HR_PENDING) {
     /* Answered without a read this program saw (splice(2)), or the next
      * request arrived before the last write of an answer. Either way the
      * entry ends here, so it cannot stay "waiting" for ever: it counts for the
      * port's endpoint without a path, if there is one. */
-    __u32 port = r->port;
-    struct hr_port *pe = bpf_map_lookup_elem(&ports, &port);
+    const struct hr_port *pe = port_config(r->port);
     ep = pe ? pe->generic_ep : HR_NO_ENDPOINT;
-    count_start(ep);
   }
   bpf_map_delete_elem(&inflight, &sk);
   if (ep >= HR_MAX_ENDPOINTS) return;
-  char b[12] = {};
-  int error = 0;
-  if (c->buf && ret >= 12 && !bpf_probe_read_user(b, sizeof b, (void *)c->buf))
-    error = b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/' && b[8] == ' ' && b[9] == '5';
-  count_end(ep, latency, 1, error);
+  count_end(ep, latency, 1, ret >= 12 && is_server_error(c->buf));
 }
 
-static __always_inline void on_exit(struct pt_regs *regs, long ret) {
-  long id = (long)BPF_CORE_READ(regs, orig_ax);
+static __always_inline void on_exit(struct pt_regs *regs, long ret, const int btf) {
+  long id = btf ? (long)regs->orig_ax : (long)BPF_CORE_READ(regs, orig_ax);
   switch (id) {
     case NR_accept: case NR_accept4: {
       if (ret < 0) return;
       struct sock *sk = sock_of_fd(ret);
       if (!sk) return;
-      __u32 port = local_port(sk);
-      if (bpf_map_lookup_elem(&ports, &port)) {
+      if (port_config(local_port(sk))) {
         mark_process();
         __u64 key = (__u64)sk;
         __u8 one = 1;
@@ -348,59 +457,74 @@ static __always_inline void on_exit(struct pt_regs *regs, long ret) {
     default:
       return;
   }
-  __u64 pid_tgid = bpf_get_current_pid_tgid();
-  struct call *cp = bpf_map_lookup_elem(&calls, &pid_tgid);
-  if (!cp) return;
-  struct call c = *cp;
-  bpf_map_delete_elem(&calls, &pid_tgid);
+  struct call c;
+  if (btf) {
+    struct call *t = bpf_task_storage_get(&thread_calls, bpf_get_current_task_btf(), 0, 0);
+    if (!t || !t->dir) return;
+    c = *t;
+    t->dir = 0;
+  } else {
+    __u64 pid_tgid = bpf_get_current_pid_tgid();
+    struct call *cp = bpf_map_lookup_elem(&calls, &pid_tgid);
+    if (!cp) return;
+    c = *cp;
+    bpf_map_delete_elem(&calls, &pid_tgid);
+  }
   if (ret <= 0) return;
-  if (c.dir == DIR_IN) on_data_in(&c, ret);
+  if (c.dir == DIR_IN) on_data_in(&c, ret, btf);
   else on_data_out(&c, ret);
 }
 
 static __always_inline void on_state(const struct sock *sk, int oldstate, int newstate) {
   if (newstate == TCP_LISTEN) {
-    if (!track_processes) return;
-    __u32 port = local_port(sk);
-    if (bpf_map_lookup_elem(&ports, &port)) mark_process();
+    if (port_config(local_port(sk))) mark_process();
     return;
   }
   if (newstate != TCP_CLOSE && newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK) return;
   __u64 key = (__u64)sk;
-  if (track_processes && newstate == TCP_CLOSE) bpf_map_delete_elem(&known, &key);
+  if (newstate == TCP_CLOSE) bpf_map_delete_elem(&known, &key);
   struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &key);
   if (!r) return;
-  __u64 age = bpf_ktime_get_ns() - r->start_ns;
+  /* Aborted: a request the server had read all of, after pieces, ends in the
+   * client's pause (it gave up, or the server timed it out). */
+  __u64 age = hr_server_time(r, bpf_ktime_get_ns());
   __u32 ep = r->ep;
   bpf_map_delete_elem(&inflight, &key);
   if (ep < HR_MAX_ENDPOINTS) count_end(ep, age, 0, 0);
 }
 
-static __always_inline void on_data_ready(const struct sock *sk) {
-  if (BPF_CORE_READ(sk, __sk_common.skc_state) != TCP_ESTABLISHED) return;
-  __u32 port = local_port(sk);
-  if (!bpf_map_lookup_elem(&ports, &port)) return; /* what other sockets pay */
+static __always_inline void on_data_ready(const struct sock *sk, const int btf) {
+  __u32 port = btf ? sk->__sk_common.skc_num : local_port(sk);
+  if (!port_config(port)) return; /* what other sockets pay */
+  if ((btf ? sk->__sk_common.skc_state : BPF_CORE_READ(sk, __sk_common.skc_state)) != TCP_ESTABLISHED) return;
   __u64 key = (__u64)sk;
   if (!bpf_map_lookup_elem(&known, &key)) return;
-  if (bpf_map_lookup_elem(&inflight, &key)) return;
-  struct hr_inflight r = {.start_ns = bpf_ktime_get_ns(), .ep = HR_PENDING, .port = (__u16)port};
+  __u32 copied, rcv;
+  tcp_seqs(key, btf, &copied, &rcv);
+  __u64 now = bpf_ktime_get_ns();
+  struct hr_inflight *cur = bpf_map_lookup_elem(&inflight, &key);
+  if (cur) {
+    more_of_the_request(cur, now, copied, rcv);
+    return;
+  }
+  struct hr_inflight r = {.start_ns = now, .last_ns = now, .seq_start = copied, .seq_last = rcv,
+                          .ep = HR_PENDING, .port = (__u16)port, .flags = HR_F_WAITING};
   bpf_map_update_elem(&inflight, &key, &r, BPF_NOEXIST);
 }
 
 /* BTF tracepoints (kernel >= 5.5) */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(hr_btf_sys_enter, struct pt_regs *regs, long id) {
-  on_enter(regs, id);
+  on_enter(regs, id, 1);
   return 0;
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(hr_btf_sys_exit, struct pt_regs *regs, long ret) {
-  on_exit(regs, ret);
+  on_exit(regs, ret, 1);
   return 0;
 }
 
-/* Both program sets attach this one: a connection's end is the same event. */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(hr_btf_set_state, const struct sock *sk, int oldstate, int newstate) {
   on_state(sk, oldstate, newstate);
@@ -409,20 +533,20 @@ int BPF_PROG(hr_btf_set_state, const struct sock *sk, int oldstate, int newstate
 
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(hr_btf_data_ready, const struct sock *sk) {
-  on_data_ready(sk);
+  on_data_ready(sk, 1);
   return 0;
 }
 
 /* Raw tracepoints (kernel >= 4.17): the same, arguments by position. */
 SEC("raw_tp/sys_enter")
 int hr_raw_sys_enter(struct bpf_raw_tracepoint_args *ctx) {
-  on_enter((struct pt_regs *)ctx->args[0], (long)ctx->args[1]);
+  on_enter((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0);
   return 0;
 }
 
 SEC("raw_tp/sys_exit")
 int hr_raw_sys_exit(struct bpf_raw_tracepoint_args *ctx) {
-  on_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1]);
+  on_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0);
   return 0;
 }
 
@@ -434,114 +558,173 @@ int hr_raw_set_state(struct bpf_raw_tracepoint_args *ctx) {
 
 SEC("raw_tp/sk_data_ready")
 int hr_raw_data_ready(struct bpf_raw_tracepoint_args *ctx) {
-  on_data_ready((const struct sock *)ctx->args[0]);
+  on_data_ready((const struct sock *)ctx->args[0], 0);
   return 0;
 }
 
-/* ---- The socket program set (kernels with sock:sk_data_ready,
- * sock:sock_recv_length and tcp:tcp_sendmsg_locked, 6.11+): no syscall
- * tracepoints at all, so processes that are not servers pay nothing on their
- * system calls, only a port lookup on their socket events. Every socket whose
- * local port is an endpoint's is a server socket: no process tracking.
- *   sk_data_ready      a request arrives on an idle connection: its start
- * Endpoints with a path need the request's bytes, which only the syscall set
- * can read: the loader picks this set only when no endpoint has a path.
- *   sock_recv_length   the server reads it (it is no longer waiting)
- *   tcp_sendmsg_locked the server's first write: the end, and the status line
- *   inet_sock_set_state the connection ends (abort): hr_btf_set_state above */
+/* ---- The socket program set (kernels with sock:sk_data_ready and
+ * tcp:tcp_sendmsg_locked, 6.11+): no syscall tracepoints at all, so
+ * processes that are not servers pay nothing on their system calls, only a
+ * port load on their socket events. Every socket whose local port is an
+ * endpoint's is a server socket: no process tracking. Two events per request
+ * on the server's socket, and two on the client's when it is local:
+ *   sk_data_ready       a request (or a piece of one) arrives: its start
+ *   tcp_sendmsg_locked  the server's first write: the end, and the status line
+ *   inet_sock_set_state the connection ends with a request in flight: abort
+ * The request lives in a slot of the requests array, which user space maps
+ * and reads in place; whether the server has read it is the socket's
+ * copied_seq, looked at only before user space reads the slots
+ * (hr_sock_refresh), so no program runs on the server's reads. Endpoints with a path need the request's bytes,
+ * which only the syscall set can read (here they sit in page fragments, which
+ * a tracing program cannot address): the loader picks this set only when no
+ * endpoint has a path. The programs use plain loads from the kernel's
+ * objects (tp_btf arguments are typed), no bpf_probe_read, and per request
+ * three helper calls: the clock twice and the read of the status line. */
 
-static __always_inline const struct hr_port *server_port(const struct sock *sk, __u32 *port) {
-  *port = local_port(sk);
-  return bpf_map_lookup_elem(&ports, port);
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, HR_MAX_INFLIGHT);
+  __type(key, __u32);
+  __type(value, struct hr_slot);
+} requests SEC(".maps");
+
+/* A connection's slot: among HR_SLOT_TRIES slots from a position given by the
+ * connection's own hash (skc_hash, of its addresses and ports: a plain load).
+ * Finding it costs a few array loads and no helper call, where a lookup in
+ * the socket's storage or in a hash by socket costs one. */
+#define HR_SLOT_TRIES 8
+
+/* The slot of sk's request in flight, or 0; *free (when asked): a free slot
+ * where a new one can go, or 0 when all are taken. */
+static __always_inline struct hr_slot *find_slot(const struct sock *sk, struct hr_slot **free) {
+  __u64 key = (__u64)sk;
+  __u32 h = (__u32)(((__u64)sk->__sk_common.skc_hash * 0x9E3779B97F4A7C15ull) >> 32);
+  __u32 open = HR_MAX_INFLIGHT; /* none */
+  for (int i = 0; i < HR_SLOT_TRIES; i++) {
+    __u32 idx = (h + i) & (HR_MAX_INFLIGHT - 1);
+    struct hr_slot *e = bpf_map_lookup_elem(&requests, &idx);
+    if (!e) break;
+    __u64 at = e->sk;
+    if (at == key) return e;
+    if (at == 0 && open == HR_MAX_INFLIGHT) open = idx;
+  }
+  if (free) *free = open < HR_MAX_INFLIGHT ? bpf_map_lookup_elem(&requests, &open) : 0;
+  return 0;
 }
 
-static __always_inline void sock_arrival(const struct sock *sk) {
-  __u32 port;
-  const struct hr_port *pe = server_port(sk, &port);
+static __always_inline void free_slot(struct hr_slot *e) {
+  e->r.start_ns = 0;
+  e->sk = 0;
+}
+
+static __always_inline void sock_arrival(struct sock *sk) {
+  __u32 port = sk->__sk_common.skc_num;
+  const struct hr_port *pe = port_config(port);
   if (!pe) return; /* what other sockets pay */
-  if (BPF_CORE_READ(sk, __sk_common.skc_state) != TCP_ESTABLISHED) return;
-  __u64 key = (__u64)sk;
-  if (bpf_map_lookup_elem(&inflight, &key)) return;
-  /* The loader uses this set only when no endpoint has a path: the request's
-   * bytes sit in page fragments here (always on loopback), which a tracing
-   * program cannot address. */
-  __u32 ep = pe->generic_ep;
-  struct hr_inflight r = {.start_ns = bpf_ktime_get_ns(), .ep = ep, .port = (__u16)port, .flags = HR_F_WAITING};
-  bpf_map_update_elem(&inflight, &key, &r, BPF_NOEXIST);
-  count_start(ep);
-}
-
-static __always_inline void sock_read(const struct sock *sk, int ret, int flags) {
-  if (ret <= 0 || (flags & 2 /* MSG_PEEK */)) return;
-  __u32 port;
-  const struct hr_port *pe = server_port(sk, &port);
-  if (!pe) return;
-  __u64 key = (__u64)sk;
-  struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &key);
-  if (r) {
-    if (r->flags & HR_F_WAITING) {
-      r->flags = 0;
-      /* its first bytes were not visible at arrival: the port's endpoint */
-      if (r->ep == HR_PENDING) {
-        r->ep = pe->generic_ep;
-        count_start(r->ep);
-      }
-    }
+  if (sk->__sk_common.skc_state != TCP_ESTABLISHED) return;
+  const struct tcp_sock *tp = tcp_of(sk);
+  struct hr_slot *free;
+  struct hr_slot *e = find_slot(sk, &free);
+  __u64 now = bpf_ktime_get_ns();
+  __u32 copied = tp->copied_seq;
+  __u32 rcv = tp->rcv_nxt;
+  if (e) {
+    more_of_the_request(&e->r, now, copied, rcv);
     return;
   }
-  /* Data read with no arrival seen (it came before the probe was attached,
-   * or behind unread data): a request from now, for the port's endpoint. */
-  struct hr_inflight n = {.start_ns = bpf_ktime_get_ns(), .ep = pe->generic_ep, .port = (__u16)port};
-  bpf_map_update_elem(&inflight, &key, &n, BPF_ANY);
-  count_start(n.ep);
+  if (!free) return; /* all taken around here: the request is not counted */
+  /* Claimed by a plain store: two CPUs taking the same free slot at the same
+   * instant would share it (one of the two requests goes uncounted). */
+  free->sk = (__u64)sk;
+  free->hash = sk->__sk_common.skc_hash;
+  free->seen = 0;
+  free->r.start_ns = now;
+  free->r.paused_ns = 0;
+  free->r.last_ns = now;
+  free->r.seq_start = copied;
+  free->r.seq_last = rcv;
+  free->r.ep = pe->generic_ep;
+  free->r.port = (__u16)port;
+  free->r.flags = 0;
 }
 
-static __always_inline void sock_write(const struct sock *sk, const struct msghdr *msg) {
-  __u32 port;
-  if (!server_port(sk, &port)) return;
-  __u64 key = (__u64)sk;
-  struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &key);
-  if (!r) return;                        /* the rest of an answer */
-  /* A request still "waiting" (read with splice(2), or arrived before the
-   * last write of the previous answer) ends here too, so none waits for ever. */
-  __u64 latency = bpf_ktime_get_ns() - r->start_ns;
-  __u32 ep = r->ep;
-  bpf_map_delete_elem(&inflight, &key);
+static __always_inline void sock_write(struct sock *sk, const struct msghdr *msg) {
+  if (!port_config(sk->__sk_common.skc_num)) return;
+  struct hr_slot *e = find_slot(sk, 0);
+  if (!e) return; /* the rest of an answer */
+  __u64 latency = response_time(&e->r, bpf_ktime_get_ns());
+  __u32 ep = e->r.ep;
+  free_slot(e);
   if (ep >= HR_MAX_ENDPOINTS) return;
   /* The status line, from the user's buffer (write/send: one buffer; writev/
    * sendmsg: the first iovec). */
-  int error = 0;
-  __u8 type = BPF_CORE_READ(msg, msg_iter.iter_type);
-  __u64 off = BPF_CORE_READ(msg, msg_iter.iov_offset);
   __u64 base = 0;
+  __u8 type = msg->msg_iter.iter_type;
   if (type == ITER_UBUF) {
-    base = (__u64)BPF_CORE_READ(msg, msg_iter.ubuf) + off;
+    base = (__u64)msg->msg_iter.ubuf + msg->msg_iter.iov_offset;
   } else if (type == ITER_IOVEC) {
-    const struct iovec *iov = BPF_CORE_READ(msg, msg_iter.__iov);
-    struct iovec first = {};
-    if (iov && !bpf_probe_read_kernel(&first, sizeof first, iov)) base = (__u64)first.iov_base + off;
+    const struct iovec *iov = msg->msg_iter.__iov;
+    if (iov) base = (__u64)iov->iov_base + msg->msg_iter.iov_offset;
   }
-  char b[12] = {};
-  if (base && !bpf_probe_read_user(b, sizeof b, (void *)base))
-    error = b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/' && b[8] == ' ' && b[9] == '5';
-  count_end(ep, latency, 1, error);
+  count_end(ep, latency, 1, is_server_error(base));
+}
+
+static __always_inline void sock_state(struct sock *sk, int newstate) {
+  if (newstate != TCP_CLOSE && newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK) return;
+  if (!port_config(sk->__sk_common.skc_num)) return;
+  struct hr_slot *e = find_slot(sk, 0);
+  if (!e) return;
+  struct hr_inflight r = e->r;
+  free_slot(e);
+  if ((__s32)(tcp_of(sk)->copied_seq - r.seq_last) >= 0) r.flags |= HR_F_DRAINED;
+  if (r.ep < HR_MAX_ENDPOINTS) count_end(r.ep, hr_server_time(&r, bpf_ktime_get_ns()), 0, 0);
 }
 
 SEC("tp_btf/sk_data_ready")
-int BPF_PROG(hr_sock_arrival, const struct sock *sk) {
+int BPF_PROG(hr_sock_arrival, struct sock *sk) {
   sock_arrival(sk);
   return 0;
 }
 
-SEC("tp_btf/sock_recv_length")
-int BPF_PROG(hr_sock_read, struct sock *sk, int ret, int flags) {
-  sock_read(sk, ret, flags);
-  return 0;
-}
-
 SEC("tp_btf/tcp_sendmsg_locked")
-int BPF_PROG(hr_sock_write, const struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb, int size_goal) {
+int BPF_PROG(hr_sock_write, struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb, int size_goal) {
   sock_write(sk, msg);
   return 0;
 }
 
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(hr_sock_set_state, struct sock *sk, int oldstate, int newstate) {
+  sock_state(sk, newstate);
+  return 0;
+}
+
+/* Run by user space (BPF_PROG_TEST_RUN) before it reads the slots, never
+ * attached: whether the server has read each request in flight, from its
+ * socket as it is now, and slots whose socket is gone freed (a connection
+ * that closed while the programs were detached). */
+static long refresh_slot(__u32 i, void *unused) {
+  struct hr_slot *e = bpf_map_lookup_elem(&requests, &i);
+  if (!e) return 1;
+  __u64 key = e->sk;
+  if (!key) return 0;
+  const struct sock *sk = (const struct sock *)key;
+  const struct tcp_sock *tp = (const struct tcp_sock *)key;
+  if (BPF_CORE_READ(sk, __sk_common.skc_hash) != e->hash || BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE) {
+    e->r.start_ns = 0;
+    e->sk = 0;
+    return 0;
+  }
+  __u32 copied = BPF_CORE_READ(tp, copied_seq);
+  __u16 seen = 0;
+  if (copied == e->r.seq_start) seen |= HR_F_WAITING;
+  if ((__s32)(copied - e->r.seq_last) >= 0) seen |= HR_F_DRAINED;
+  e->seen = seen;
+  return 0;
+}
+
+SEC("raw_tp")
+int hr_sock_refresh(void *ctx) {
+  bpf_loop(HR_MAX_INFLIGHT, refresh_slot, 0, 0);
+  return 0;
+}

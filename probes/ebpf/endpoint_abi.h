@@ -17,9 +17,9 @@
 #define HR_NO_ENDPOINT 0xffffffffu  /* a request on a traced port that no endpoint claims */
 #define HR_PENDING 0xfffffffeu      /* data arrived, the server has not read it yet */
 
-#define HR_MAX_INFLIGHT 16384       /* requests in flight or waiting to be read (LRU) */
+#define HR_MAX_INFLIGHT 16384       /* requests in flight or waiting to be read */
 #define HR_MAX_CONNS 65536          /* server-side connections known (LRU) */
-#define HR_MAX_THREADS 8192         /* syscalls between enter and exit (LRU) */
+#define HR_MAX_THREADS 8192         /* syscalls between enter and exit (LRU; raw tracepoints) */
 #define HR_MAX_PROCS 4096           /* server processes traced (LRU) */
 #define HR_MAX_PORTS 256
 
@@ -61,7 +61,10 @@ static inline __u64 hr_hist_lower_ns(__u32 b) {
   return ((HR_HIST_SUB + sub) << octave) << HR_HIST_UNIT_SHIFT;
 }
 
-/* ports map: local TCP port (host order) -> which endpoints live there. */
+/* Port configuration, global arrays the loader fills before attaching:
+ * port_slot[local port] is 0 for a port no endpoint lives on, else 1 + an
+ * index into port_cfg, which says which endpoints live there. An array
+ * indexed by port costs every socket event one load, no map lookup. */
 struct hr_port {
   __u32 generic_ep;                       /* endpoint without a path, or HR_NO_ENDPOINT */
   __u32 n_paths;                          /* entries used in path_eps */
@@ -84,7 +87,6 @@ struct hr_endpoint {
 /* stats per-CPU array: index -> counters since load. User space sums CPUs and
  * takes differences between ticks (u64 wrap-around is harmless). */
 struct hr_stats {
-  __u64 started;     /* requests seen coming in */
   __u64 completed;   /* first byte of a response written */
   __u64 errors;      /* responses "HTTP/1.x 5xx" */
   __u64 over_target; /* completed or aborted, latency > target */
@@ -98,17 +100,53 @@ struct hr_hist {
   __u32 counts[HR_HIST_BUCKETS];
 };
 
-/* inflight LRU hash: struct sock * -> the request it carries now. A connection
- * without an entry is idle: keep-alive connections cost nothing between
- * requests. A request starts when its first bytes reach the socket (where the
- * kernel has sock:sk_data_ready, >= 6.6; it is then HR_PENDING until the
- * server reads it) or else when the server reads them. */
+/* A connection's request in flight, the same record in both program sets:
+ * the socket set keeps it in a slot of the requests array (struct hr_slot,
+ * below), the syscall set in the inflight hash keyed by struct sock * (no
+ * entry = idle). A request starts when its first bytes reach the socket
+ * (sock:sk_data_ready, >= 6.6) or else when the server reads them.
+ *
+ * Waiting on the client is not server time (docs/endpoints.md, "Slow
+ * clients"): when a piece of a request arrives after the server had read
+ * every byte that arrived before it, the time since the previous piece came
+ * was the client's and goes into paused_ns; the request is then HR_F_PIECES,
+ * and while the server has read all of it (HR_F_DRAINED) it waits for the
+ * client and does not age. */
 struct hr_inflight {
-  __u64 start_ns; /* bpf_ktime_get_ns() when the request came in */
-  __u32 ep;       /* endpoint index, HR_NO_ENDPOINT or HR_PENDING (port known, endpoint not yet) */
-  __u16 port;     /* local port */
-  __u16 flags;    /* HR_F_WAITING: arrived, not read by the server yet */
+  __u64 start_ns;   /* bpf_ktime_get_ns() when the request came in */
+  __u64 paused_ns;  /* time the server spent waiting for the client's next piece */
+  __u64 last_ns;    /* when its latest piece arrived */
+  __u32 seq_start;  /* the socket's copied_seq at arrival: unread while it has not moved */
+  __u32 seq_last;   /* the socket's rcv_nxt after the latest piece */
+  __u32 ep;         /* endpoint index, HR_NO_ENDPOINT or HR_PENDING (port known, endpoint not yet) */
+  __u16 port;       /* local port */
+  __u16 flags;      /* HR_F_* */
 };
-#define HR_F_WAITING 1
+#define HR_F_WAITING 1 /* arrived, the server has read none of it yet */
+#define HR_F_PIECES 2  /* it came in pieces, the server waiting in between */
+#define HR_F_DRAINED 4 /* the server has read every byte that arrived */
+
+/* The socket set's requests in flight: an array of slots, memory-mapped by
+ * user space, which reads them each interval without a system call per
+ * request. A connection's request takes a free slot among a few from a
+ * position given by the connection's hash, and frees it when it ends. */
+struct hr_slot {
+  __u64 sk;   /* struct sock * of the connection, 0: free */
+  __u32 hash; /* the connection's hash (skc_hash): a slot whose socket is gone is freed */
+  __u16 seen; /* HR_F_WAITING, HR_F_DRAINED: how the socket was at the last refresh */
+  __u16 pad;
+  struct hr_inflight r;
+};
+
+/* A request's server time at now: its age less the client's pauses. One that
+ * came in pieces and whose bytes the server has all read is waiting for the
+ * client's next piece: its time stopped at the latest piece's arrival. A
+ * response ends a request at now whatever the flags (the server was working
+ * on it, not waiting). */
+static inline __u64 hr_server_time(const struct hr_inflight *r, __u64 now) {
+  const __u64 end = ((r->flags & (HR_F_PIECES | HR_F_DRAINED)) == (HR_F_PIECES | HR_F_DRAINED)) ? r->last_ns : now;
+  const __u64 spent = r->start_ns + r->paused_ns;
+  return end > spent ? end - spent : 0;
+}
 
 #endif

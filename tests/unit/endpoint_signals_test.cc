@@ -552,7 +552,6 @@ class SimulatedServer {
  public:
   SimulatedServer(uint64_t target_ns, uint64_t max_ns) : target_(target_ns), max_(max_ns) {
     auto& s = t_.stats;
-    s.started = kU64Max - 10;
     s.completed = kU64Max - 1000;
     s.errors = kU64Max - 3;
     s.aborted = kU64Max - 2;
@@ -568,7 +567,6 @@ class SimulatedServer {
   void healthy(int ms) {
     for (int i = 0; i < ms; ++i) {
       now_ += kMs;
-      ++t_.stats.started;
       end(static_cast<uint64_t>(++n_ % 50 == 0 ? 15 * kMs : 5 * kMs), true);
     }
     snapshot();
@@ -579,7 +577,6 @@ class SimulatedServer {
   void stopped(int ms, uint64_t client_timeout_ns) {
     for (int i = 0; i < ms; ++i) {
       now_ += kMs;
-      ++t_.stats.started;
       starts_.push_back(now_);
       while (client_timeout_ns > 0 && !starts_.empty() &&
              static_cast<uint64_t>(now_ - starts_.front()) >= client_timeout_ns) {

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+// The arithmetic of a request in flight (probes/ebpf/endpoint_abi.h's
+// hr_server_time, probes/endpoint_probe.h's account_inflight): its server
+// time, with the client's pauses taken off, and which totals it counts in.
+// The kernel side keeps the fields; these tables say what they mean.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "probes/endpoint_probe.h"
+
+namespace headroom::probes {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+hr_inflight request(uint64_t start_ms, uint64_t paused_ms, uint64_t last_ms, uint16_t flags, uint32_t ep = 0,
+                    uint16_t port = 8080) {
+  hr_inflight r{};
+  r.start_ns = start_ms * kMs;
+  r.paused_ns = paused_ms * kMs;
+  r.last_ns = last_ms * kMs;
+  r.ep = ep;
+  r.port = port;
+  r.flags = flags;
+  return r;
+}
+
+TEST(ServerTime, TheClientsPausesAreNotServerTime) {
+  struct Case {
+    const char* what;
+    hr_inflight r;
+    uint64_t now_ms;
+    uint64_t want_ms;
+  };
+  const Case cases[] = {
+      {"one piece, being worked on: its whole age", request(100, 0, 100, 0), 350, 250},
+      {"one piece, read entirely: still its whole age (the server may be working)",
+       request(100, 0, 100, HR_F_DRAINED), 350, 250},
+      {"one piece, not read yet (a stopped server): its whole age", request(100, 0, 100, HR_F_WAITING), 5100,
+       5000},
+      {"in pieces, the last one unread: ages from it, pauses off", request(100, 1900, 2100, HR_F_PIECES), 2150, 150},
+      {"in pieces, all read: waiting for the client, stopped at the last piece",
+       request(100, 1900, 2100, HR_F_PIECES | HR_F_DRAINED), 9000, 100},
+      {"slowloris, a header line every 2 s for a minute: no server time at all",
+       request(0, 60000, 60000, HR_F_PIECES | HR_F_DRAINED), 61000, 0},
+      {"clock read before the last piece's time: never negative", request(100, 0, 100, 0), 90, 0},
+      {"pauses larger than the age (clock skew between CPUs): zero, not a wrap",
+       request(100, 500, 400, HR_F_PIECES), 450, 0},
+  };
+  for (const auto& c : cases) EXPECT_EQ(hr_server_time(&c.r, c.now_ms * kMs), c.want_ms * kMs) << c.what;
+}
+
+class AccountInflight : public ::testing::Test {
+ protected:
+  // Two endpoints on port 8080 (one with a path), one on 9090; target 100 ms, max 500 ms.
+  std::vector<EndpointSpec> specs{{8080, "", 100 * kMs, 500 * kMs},
+                                  {8080, "/api", 100 * kMs, 500 * kMs},
+                                  {9090, "", 100 * kMs, 500 * kMs}};
+  std::vector<EndpointTotals> totals = std::vector<EndpointTotals>(3);
+  uint64_t unclaimed = 0;
+  void add(const hr_inflight& r, uint64_t now_ms) { account_inflight(r, now_ms * kMs, specs, totals, unclaimed); }
+};
+
+TEST_F(AccountInflight, ARequestBeingServedCountsInFlightByItsServerTime) {
+  add(request(0, 0, 0, 0, 1), 50);     // young
+  add(request(0, 0, 0, 0, 1), 200);    // over the target
+  add(request(0, 0, 0, 0, 1), 900);    // over the max
+  EXPECT_EQ(totals[1].inflight, 3u);
+  EXPECT_EQ(totals[1].inflight_over_target, 2u);
+  EXPECT_EQ(totals[1].inflight_over_max, 1u);
+  EXPECT_EQ(totals[1].inflight_age_ns, (50 + 200 + 900) * kMs);
+  EXPECT_EQ(totals[0].inflight + totals[2].inflight + totals[1].pending, 0u);
+}
+
+TEST_F(AccountInflight, ARequestHeldByASlowClientIsNotLate) {
+  // 10 s since its first byte, 9.9 s of it the client's pauses, now waiting for the next piece.
+  add(request(0, 9900, 9950, HR_F_PIECES | HR_F_DRAINED, 0), 10000);
+  EXPECT_EQ(totals[0].inflight, 1u) << "it is still in flight: concurrency counts it";
+  EXPECT_EQ(totals[0].inflight_over_target, 0u);
+  EXPECT_EQ(totals[0].inflight_age_ns, 50 * kMs);
+}
+
+TEST_F(AccountInflight, ARequestTheServerHasNotReadIsPendingForItsEndpoint) {
+  add(request(0, 0, 0, HR_F_WAITING, 2, 9090), 700);
+  EXPECT_EQ(totals[2].pending, 1u);
+  EXPECT_EQ(totals[2].pending_over_target, 1u);
+  EXPECT_EQ(totals[2].pending_over_max, 1u);
+  EXPECT_EQ(totals[2].inflight, 0u);
+}
+
+TEST_F(AccountInflight, ARequestWhosePathIsNotReadYetIsPendingForEveryEndpointOfItsPort) {
+  add(request(0, 0, 0, HR_F_WAITING, HR_PENDING, 8080), 200);
+  EXPECT_EQ(totals[0].pending, 1u);
+  EXPECT_EQ(totals[1].pending, 1u);
+  EXPECT_EQ(totals[0].pending_over_target, 1u);
+  EXPECT_EQ(totals[2].pending, 0u) << "another port's endpoint";
+}
+
+TEST_F(AccountInflight, ARequestNoEndpointClaimsIsUnclaimed) {
+  add(request(0, 0, 0, 0, HR_NO_ENDPOINT, 9090), 200);
+  add(request(0, 0, 0, 0, 7, 9090), 200);  // an index past the endpoints
+  EXPECT_EQ(unclaimed, 2u);
+  for (const auto& t : totals) EXPECT_EQ(t.inflight + t.pending, 0u);
+}
+
+}  // namespace
+}  // namespace headroom::probes
