@@ -4,7 +4,12 @@
 //
 //   http mode: HTTP/1.1 keep-alive. Per path (longest prefix wins):
 //              --delay /slow=50ms, --status /err=500; ?delay_us=N overrides the
-//              delay. Every response goes out in one send() call.
+//              delay. --cpu /work=2ms burns that much CPU per request (the
+//              serving thread's own CPU clock, CLOCK_THREAD_CPUTIME_ID, so on
+//              a busy machine the request takes longer than that), after its
+//              body is read and before the delay: more connections than CPUs
+//              saturate the server and requests wait for a CPU. Every response
+//              goes out in one send() call.
 //              Known capacity (http): --capacity RPS serves at most RPS
 //              requests a second (a token bucket holding RPS/20, at least 1,
 //              shared by all connections); --reject-capacity RPS answers up
@@ -22,6 +27,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -99,6 +105,7 @@ class Admission {
 struct Config {
   std::string mode = "http";
   std::vector<PrefixRule<nanoseconds>> delays;
+  std::vector<PrefixRule<nanoseconds>> cpu;  // --cpu: CPU time burnt per request
   std::vector<PrefixRule<int>> statuses;
   Admission* admission = nullptr;  // --capacity; null: serve everything
 };
@@ -180,6 +187,22 @@ bool read_more(int fd, std::string& buf) {
 
 void sleep_for(nanoseconds d) {
   if (d.count() > 0) std::this_thread::sleep_for(d);
+}
+
+nanoseconds thread_cpu_time() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + nanoseconds(ts.tv_nsec);
+}
+
+// Computes until this thread has used `d` of CPU time (not wall time).
+void burn_cpu(nanoseconds d) {
+  if (d.count() <= 0) return;
+  const nanoseconds until = thread_cpu_time() + d;
+  volatile uint64_t sink = 0;
+  do {
+    for (uint64_t i = 0; i < 4096; ++i) sink = sink + i * i;
+  } while (thread_cpu_time() < until);
 }
 
 // ?a=b&delay_us=N -> N.
@@ -264,6 +287,7 @@ void serve_http(int fd, const Config& cfg) {
     std::optional<nanoseconds> delay;
     if (query_pos != std::string_view::npos) delay = query_delay(target.substr(query_pos + 1));
     if (!delay) delay = longest_prefix(cfg.delays, path);
+    nanoseconds cpu = longest_prefix(cfg.cpu, path).value_or(nanoseconds{0});
     int status = longest_prefix(cfg.statuses, path).value_or(200);
     if (cfg.admission != nullptr) {
       switch (cfg.admission->admit()) {
@@ -272,6 +296,7 @@ void serve_http(int fd, const Config& cfg) {
         case Admission::Verdict::reject:  // load shed: at once
           status = 503;
           delay = nanoseconds{0};
+          cpu = nanoseconds{0};
           break;
         case Admission::Verdict::fail:  // beyond both: the work is done, and fails
           status = 500;
@@ -286,6 +311,7 @@ void serve_http(int fd, const Config& cfg) {
       if (!read_more(fd, buf)) return;
     buf.erase(0, request_size);
 
+    burn_cpu(cpu);
     sleep_for(delay.value_or(nanoseconds{0}));
     if (!send_all(fd, http_response(status, head_request, close)) || close) return;
   }
@@ -330,11 +356,15 @@ int main(int argc, char** argv) {
   std::string bind_addr = "127.0.0.1";
   Config cfg;
   std::vector<std::string> delay_rules;
+  std::vector<std::string> cpu_rules;
   std::vector<std::string> status_rules;
   app.add_option("--port", port, "TCP port; 0 picks an ephemeral one")->check(CLI::Range(0, 65535));
   app.add_option("--bind", bind_addr, "IPv4 address to listen on")->capture_default_str();
   app.add_option("--mode", cfg.mode, "Protocol")->check(CLI::IsMember({"http", "line"}))->capture_default_str();
   app.add_option("--delay", delay_rules, "http: PREFIX=DURATION (us/ms/s), repeatable; longest prefix wins");
+  app.add_option("--cpu", cpu_rules,
+                 "http: PREFIX=DURATION of CPU time burnt per request (the thread's CPU clock), repeatable; "
+                 "longest prefix wins");
   app.add_option("--status", status_rules, "http: PREFIX=CODE, repeatable; longest prefix wins (default 200)");
   double capacity = 0;
   double reject_capacity = 0;
@@ -356,6 +386,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     cfg.delays.push_back({rule->first, *d});
+  }
+  for (const auto& text : cpu_rules) {
+    const auto rule = split_rule(text);
+    const auto d = rule ? parse_duration(rule->second) : std::nullopt;
+    if (!d) {
+      std::fprintf(stderr, "hr-test-server: bad --cpu '%s' (want PREFIX=DURATION, e.g. /work=2ms)\n", text.c_str());
+      return 2;
+    }
+    cfg.cpu.push_back({rule->first, *d});
   }
   for (const auto& text : status_rules) {
     const auto rule = split_rule(text);
