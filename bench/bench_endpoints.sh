@@ -1,48 +1,59 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The eBPF endpoint probes' costs, from an existing build directory (it builds
-# nothing), as three measurements with the machine's context and a results
+# nothing), as four measurements with the machine's context and a results
 # table at the end (docs/benchmarks.md, "Endpoint probes (eBPF)"):
 #
 #  1. throughput: nginx (1 worker, keep-alive, `return 200`) at saturation,
 #     driven by wrk: untraced (headroomd --no-ebpf) vs traced (the probe on
-#     nginx's port), alternating in blocks of A B C D D C B A; C = traced with
-#     kernel.bpf_stats_enabled=1 for the eBPF CPU per request (bpftool
-#     run_time_ns), D = probe attached but nobody traced; one more traced run
-#     counts each side's syscalls with perf, if installed.
+#     nginx's port), alternating in blocks of A B F C D D C F B A; C = traced
+#     with kernel.bpf_stats_enabled=1 for the eBPF CPU per request (bpftool
+#     run_time_ns), D = probe attached but nobody traced, F = untraced with
+#     the eBPF floor attached (bench_ebpf_floor --hold: empty programs on the
+#     tracepoints of the program set headroomd loads). Per kind: wrk's req/s
+#     and requests per nginx-CPU-second (the worker's utime + stime from
+#     /proc/PID/stat over the run), medians with the spread across blocks, and
+#     the product's (B) and the floor's (F) loss against A. One more traced
+#     run counts each side's syscalls with perf, if installed.
 #  2. syscalls: bench_syscall_overhead (a process that is not a server) with
 #     headroomd's probe attached (its endpoint on another port) vs without
 #     headroomd, alternating ABBA in one process; then the programs' own time.
 #  3. agent: headroomd's CPU and peak RSS with 0 (baseline), 1, 16 and 256
 #     endpoints (and 256 with --no-ebpf) while 10 000 idle keep-alive
 #     connections are open to nginx and hr-test-load sends 1000 requests/s.
+#  4. floor: bench_ebpf_floor, one process doing loopback request/response
+#     exchanges with nothing, the empty floor programs and the probe attached
+#     in rotating slices: per program set, the product's and the floor's CPU
+#     per exchange over none, and their ratio (medians of per-cycle
+#     differences, interquartile ranges).
 #
-#   bench/bench_endpoints.sh [--quick] [--only throughput,syscalls,agent] BUILD_DIR
+#   bench/bench_endpoints.sh [--quick] [--only throughput,syscalls,agent,floor] BUILD_DIR
 #
 # --quick: a smoke run (1 block, 2 s wrk runs, 2000 connections, 5 s agent
-# windows) that checks the benchmark still runs; its figures are not
-# measurements of the goals. --only: the listed parts. Needs root, nginx, wrk,
-# bpftool, jq, taskset, ss; perf optional. Everything temporary lives in a
-# fresh directory under /dev/shm, removed at the end (also on SIGTERM);
-# kernel.bpf_stats_enabled is restored. About 8 minutes, --quick about 2.
+# windows, 10 floor cycles) that checks the benchmark still runs; its figures
+# are not measurements of the goals. --only: the listed parts. Needs root,
+# nginx, wrk, bpftool, jq, taskset, ss; perf optional. Everything temporary
+# lives in a fresh directory under /dev/shm, removed at the end (also on
+# SIGTERM); kernel.bpf_stats_enabled is restored. About 9 minutes, --quick
+# about 2.
 set -euo pipefail
 
 quick=0
 build=""
-only="throughput,syscalls,agent"
+only="throughput,syscalls,agent,floor"
 while (($#)); do
   case "$1" in
     --quick) quick=1 ;;
     --only) only="${2:?--only needs a list}"; shift ;;
     --only=*) only="${1#--only=}" ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     -*) echo "bench_endpoints.sh: unknown option $1" >&2; exit 2 ;;
     *) build="$1" ;;
   esac
   shift
 done
 if [[ -z "$build" ]]; then
-  echo "usage: bench/bench_endpoints.sh [--quick] [--only throughput,syscalls,agent] BUILD_DIR" >&2
+  echo "usage: bench/bench_endpoints.sh [--quick] [--only throughput,syscalls,agent,floor] BUILD_DIR" >&2
   exit 2
 fi
 want() { [[ ",$only," == *",$1,"* ]]; }
@@ -52,12 +63,13 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 
 # ---------------------------------------------------------------- parameters
 if ((quick)); then
-  blocks=1            # blocks of A B C D D C B A
+  blocks=1            # blocks of A B F C D D C F B A
   wrk_seconds=2
   sys_blocks=1
   sys_args=(--getppid 200000 --pipe 200000 --tcp 20000 --rounds 2)
   conns=2000
   agent_window=5      # seconds of steady state measured per endpoint count
+  floor_args=(--cycles 10 --slice 1000)
 else
   blocks=3
   wrk_seconds=5
@@ -65,6 +77,7 @@ else
   sys_args=(--getppid 1000000 --pipe 1000000 --tcp 100000 --rounds 3)
   conns=10000
   agent_window=25
+  floor_args=(--cycles 150 --slice 3000)
 fi
 agent_warmup=3        # seconds after the connections and the load are up
 # endpoint counts of the agent measurement; "-off": the same with --no-ebpf
@@ -74,7 +87,7 @@ endpoint_counts=(0 1 16 256 256-off)
 load_rate=1000        # requests/s of light traffic in the agent measurement
 wrk_cmd=(wrk -t1 -c32 -d"${wrk_seconds}s")
 cpu_server=1          # nginx's worker and bench_syscall_overhead
-cpu_client=0          # wrk, hr-test-load, bench_open_conns and headroomd
+cpu_client=0          # wrk, hr-test-load, bench_open_conns, headroomd and bench_ebpf_floor --hold
 
 # ------------------------------------------------------------------ preflight
 fail() { echo "bench_endpoints.sh: $*" >&2; exit 2; }
@@ -87,8 +100,11 @@ headroomctl="$build/agent/headroomctl"
 load_bin="$build/tests/tools/hr-test-load"
 sys_bin="$build/bench/bench_syscall_overhead"
 conns_bin="$build/bench/bench_open_conns"
-for b in "$headroomd" "$headroomctl" "$load_bin" "$sys_bin" "$conns_bin"; do
-  [[ -x "$b" ]] || fail "$b not built; run: cmake --build $build --target headroomd headroomctl hr-test-server hr-test-load bench_syscall_overhead bench_open_conns"
+floor_bin="$build/bench/bench_ebpf_floor"
+needed=("$headroomd" "$headroomctl" "$load_bin" "$sys_bin" "$conns_bin")
+if want throughput || want floor; then needed+=("$floor_bin"); fi
+for b in "${needed[@]}"; do
+  [[ -x "$b" ]] || fail "$b not built; run: cmake --build $build --target headroomd headroomctl hr-test-server hr-test-load bench_syscall_overhead bench_open_conns bench_ebpf_floor"
 done
 [[ -r /sys/kernel/btf/vmlinux ]] || fail "no /sys/kernel/btf/vmlinux: the probe needs a kernel with BTF"
 ulimit -Hn 65536 2>/dev/null || true
@@ -119,6 +135,8 @@ trap 'exit 130' INT TERM
 # ------------------------------------------------------------------- helpers
 # median of the numbers on stdin (mean of the middle two for an even count)
 median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) {print "nan"; exit} if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+# "min..max" of the numbers on stdin, rounded
+spread() { sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {if (NR == 0) print "-"; else printf "%.0f..%.0f\n", lo, hi}'; }
 calc() { awk "BEGIN {printf \"$1\", ($2)}"; }  # parenthesized: a ">" compares, never redirects
 port_free() { [[ -z "$(ss -Htln "sport = :$1")" ]]; }
 cpu_ns() { awk '{print $1}' "/proc/$1/schedstat"; }               # exact runtime
@@ -220,6 +238,27 @@ stop_agent() {
 }
 maps_mib() { sed -n 's/.*maps \([0-9.]*\) MiB.*/\1/p' "$agent_log" | head -n1; }
 
+# bench_ebpf_floor --hold FLOOR (floor-sockets or floor-syscalls): that floor's
+# empty programs attached until stop_floor. Waits until they are; sets floor_pid.
+start_floor() {
+  taskset -c "$cpu_client" "$floor_bin" --hold "$1" >"$work/floor-hold.out" 2>&1 &
+  floor_pid=$!
+  pids+=("$floor_pid")
+  local i
+  for i in $(seq 100); do
+    grep -q '^holding' "$work/floor-hold.out" && return 0
+    kill -0 "$floor_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$work/floor-hold.out" >&2
+  fail "bench_ebpf_floor --hold $1 did not attach its programs"
+}
+stop_floor() {
+  kill -TERM "$floor_pid" 2>/dev/null || true
+  wait "$floor_pid" 2>/dev/null || true
+  untrack "$floor_pid"
+}
+
 # "id name run_time_ns run_cnt" of the given program ids
 prog_stats() {
   local ids
@@ -276,29 +315,43 @@ declare -A rps_med=() eff_med=()
 results_prog=()  # ... and of the per-program table
 
 # ========================================================= 1. throughput
-# Four kinds of run, palindromic in each block (A B C D D C B A) so a drift
-# hits every kind alike:
+# Five kinds of run, palindromic in each block (A B F C D D C F B A) so a
+# drift hits every kind alike:
 #   A  untraced: headroomd with --no-ebpf (same endpoint, same configuration)
 #   B  traced: the same headroomd with the probe attached (the goal's figure)
+#   F  untraced, with the eBPF floor attached: A plus bench_ebpf_floor --hold,
+#      empty programs on the tracepoints of the set B loads (what any program
+#      there costs; B's loss against it is what the probe's work costs)
 #   C  traced, kernel.bpf_stats_enabled=1 during wrk: the programs' run time
 #   D  probe attached with its endpoint on another port (nobody traced, every
 #      process pays the untraced tax), bpf_stats on: that tax per request
+# wrk's req/s swings +-10-25 % between runs of one kind on a shared VM;
+# requests per nginx-CPU-second (the worker's utime + stime) hold better.
 if want throughput; then
-  echo "## 1. nginx at saturation, traced vs untraced ($blocks block(s) of A B C D D C B A, wrk ${wrk_seconds}s each)"
-  echo "A untraced: headroomd --no-ebpf, endpoint on nginx's port; B traced: the same with the probe attached;"
+  # The floor under nginx is the one of the program set headroomd loads here.
+  start_agent ebpf tput --endpoint "name=web,port=$port,target=10ms,max=500ms"
+  product_progs=$(prog_stats "$agent_prog_ids" | awk '{print $2}' | sort | paste -sd' ' -)
+  stop_agent
+  if [[ " $product_progs" == *" hr_sock_"* ]]; then floor_hold=floor-sockets; else floor_hold=floor-syscalls; fi
+  echo "## 1. nginx at saturation, traced vs untraced ($blocks block(s) of A B F C D D C F B A, wrk ${wrk_seconds}s each)"
+  echo "A untraced: headroomd --no-ebpf, endpoint on nginx's port; B traced: the same with the probe attached ($product_progs);"
+  echo "F untraced (as A) with bench_ebpf_floor --hold $floor_hold (empty programs on the same tracepoints);"
   echo "C traced with kernel.bpf_stats_enabled=1 (eBPF run time); D probe attached, endpoint on port $other_port (nginx not traced), bpf_stats on"
   taskset -c "$cpu_client" wrk -t1 -c32 -d1s "http://127.0.0.1:$port/" >/dev/null  # warm-up
-  declare -A prog_time=() prog_cnt=() rps=() eff=() nsreq=() reqs=() bpf_ns=()
+  declare -A prog_time=() prog_cnt=() rps=() eff=() effs=() nsreq=() reqs=() bpf_ns=()
   disturbed=0
   order=()
-  for ((b = 0; b < blocks; b++)); do order+=(A B C D D C B A); done
-  printf '%-4s %-2s %-22s %9s %10s %16s %11s %9s %11s %s\n' run "" mode "req/s" requests "req/nginx-cpu-s" "nginx cpu%" "wrk cpu%" "bpf ns/req" "load"
+  for ((b = 0; b < blocks; b++)); do order+=(A B F C D D C F B A); done
+  printf '%-4s %-2s %-22s %9s %10s %14s %14s %11s %9s %11s %s\n' run "" mode "req/s" requests "req/ngx-cpu-s" "(schedstat)" \
+    "nginx cpu%" "wrk cpu%" "bpf ns/req" "load"
   run=0
   for mode in "${order[@]}"; do
     run=$((run + 1))
     case $mode in
       A) label="untraced (--no-ebpf)"; start_agent noebpf tput --endpoint "name=web,port=$port,target=10ms,max=500ms" ;;
       B) label="traced"; start_agent ebpf tput --endpoint "name=web,port=$port,target=10ms,max=500ms" ;;
+      F) label="untraced + floor"; start_floor "$floor_hold"
+         start_agent noebpf tput --endpoint "name=web,port=$port,target=10ms,max=500ms" ;;
       C) label="traced + bpf_stats"; start_agent ebpf tput --endpoint "name=web,port=$port,target=10ms,max=500ms" ;;
       D) label="other port + bpf_stats"; start_agent ebpf tput --endpoint "name=web,port=$other_port,target=10ms,max=500ms" ;;
     esac
@@ -316,10 +369,10 @@ if want throughput; then
        taskset -c "$cpu_client" "$headroomctl" cat "$agent_dir/orca/endpoint.web.orca" --json >"$work/probe.json" 2>&1) &
       probe_reader=$!
     fi
-    c0=$(cpu_ns "$nginx_worker"); t0=$(date +%s%N)
+    c0=$(cpu_ns "$nginx_worker"); s0=$(cpu_ticks "$nginx_worker"); t0=$(date +%s%N)
     # wrk's own CPU (user + system from its rusage) shows which side saturated
     { TIMEFORMAT='%3U %3S'; time taskset -c "$cpu_client" "${wrk_cmd[@]}" "http://127.0.0.1:$port/" >"$work/wrk.out" 2>&1; } 2>"$work/wrk.time"
-    c1=$(cpu_ns "$nginx_worker"); t1=$(date +%s%N)
+    c1=$(cpu_ns "$nginx_worker"); s1=$(cpu_ticks "$nginx_worker"); t1=$(date +%s%N)
     [[ "$mode" == [CD] ]] && prog_stats "$agent_prog_ids" >"$work/bpf1"
     sysctl -qw kernel.bpf_stats_enabled="$stats_orig"
     seen=""
@@ -328,14 +381,16 @@ if want throughput; then
       seen=$(jq -r '.report.rps_fractional // empty' "$work/probe.json" 2>/dev/null || true)
     fi
     stop_agent
+    [[ "$mode" == F ]] && stop_floor
     requests=$(awk '/requests in/ {print $1}' "$work/wrk.out")
     r=$(awk '/^Requests\/sec:/ {print $2}' "$work/wrk.out")
     if [[ -z "$requests" || -z "$r" ]]; then cat "$work/wrk.out" >&2; fail "wrk failed"; fi
     if grep -q "Socket errors\|Non-2xx" "$work/wrk.out"; then echo "  wrk: $(grep 'Socket errors\|Non-2xx' "$work/wrk.out")"; fi
     e=$(calc %.0f "$requests / (($c1 - $c0) / 1e9)")
+    es=$(calc %.0f "($s1 > $s0) ? $requests / (($s1 - $s0) / $hz) : 0")  # utime + stime, in ticks
     ncpu=$(calc %.1f "100 * ($c1 - $c0) / ($t1 - $t0)")
     wcpu=$(awk -v t="$(calc %.3f "($t1 - $t0) / 1e9")" '{printf "%.1f", 100 * ($1 + $2) / t}' "$work/wrk.time")
-    rps[$mode]+="$r "; eff[$mode]+="$e "
+    rps[$mode]+="$r "; eff[$mode]+="$e "; effs[$mode]+="$es "
     nr="-"
     if [[ "$mode" == [CD] ]]; then
       prog_delta "$work/bpf0" "$work/bpf1" >"$work/bpfd"
@@ -350,15 +405,35 @@ if want throughput; then
       nr=$(calc %.0f "$run_ns / $requests")
       nsreq[$mode]+="$nr "
     fi
-    printf '%-4s %-2s %-22s %9.0f %10s %16s %11s %9s %11s %s%s%s\n' "$run" "$mode" "$label" "$r" "$requests" "$e" "$ncpu" "$wcpu" "$nr" \
+    printf '%-4s %-2s %-22s %9.0f %10s %14s %14s %11s %9s %11s %s%s%s\n' "$run" "$mode" "$label" "$r" "$requests" "$es" "$e" "$ncpu" "$wcpu" "$nr" \
       "$(loadavg)" "$([[ -n "$seen" ]] && echo "  probe saw $(calc %.0f "$seen") req/s mid-run")" \
       "$( ((fh)) && echo "  ($fh foreign hr_ links!)")"
   done
   med() { echo "$1" | tr ' ' '\n' | grep . | median; }
-  for m in A B C D; do rps_med[$m]=$(med "${rps[$m]}"); eff_med[$m]=$(med "${eff[$m]}"); done
+  spr() { echo "$1" | tr ' ' '\n' | grep . | spread; }
+  declare -A effs_med=()
+  for m in A B F C D; do
+    rps_med[$m]=$(med "${rps[$m]}"); eff_med[$m]=$(med "${eff[$m]}"); effs_med[$m]=$(med "${effs[$m]}")
+  done
   loss=$(calc %.2f "100 * (1 - ${rps_med[B]} / ${rps_med[A]})")
   loss_c=$(calc %.2f "100 * (1 - ${rps_med[C]} / ${rps_med[A]})")
+  loss_f=$(calc %.2f "100 * (1 - ${rps_med[F]} / ${rps_med[A]})")
   eff_loss=$(calc %.2f "100 * (1 - ${eff_med[B]} / ${eff_med[A]})")
+  effs_loss_b=$(calc %.2f "100 * (1 - ${effs_med[B]} / ${effs_med[A]})")
+  effs_loss_f=$(calc %.2f "100 * (1 - ${effs_med[F]} / ${effs_med[A]})")
+  effs_ratio=$(calc %.2f "($effs_loss_f > 0) ? $effs_loss_b / $effs_loss_f : 0")
+  echo
+  echo "per kind, medians of $(echo "${rps[A]}" | wc -w) run(s) [min..max across blocks]; loss against A:"
+  printf '  %-2s %-28s %9s %15s %8s   %13s %15s %8s\n' "" kind "req/s" "" loss "req/ngx-cpu-s" "" loss
+  for m in A B F C D; do
+    case $m in
+      A) label="untraced" ;; B) label="traced" ;; F) label="untraced + $floor_hold" ;;
+      C) label="traced + bpf_stats" ;; D) label="other port + bpf_stats" ;;
+    esac
+    printf '  %-2s %-28s %9.0f %15s %7.2f%%   %13.0f %15s %7.2f%%\n' "$m" "$label" \
+      "${rps_med[$m]}" "[$(spr "${rps[$m]}")]" "$(calc %.2f "100 * (1 - ${rps_med[$m]} / ${rps_med[A]})")" \
+      "${effs_med[$m]}" "[$(spr "${effs[$m]}")]" "$(calc %.2f "100 * (1 - ${effs_med[$m]} / ${effs_med[A]})")"
+  done
   nsreq_med=$(calc %.0f "$(med "${nsreq[C]}")")
   nsreq_d=$(calc %.0f "$(med "${nsreq[D]}")")
   echo
@@ -413,7 +488,10 @@ if want throughput; then
   results+=("| B: nginx req/s traced, median of $(echo "${rps[B]}" | wc -w) | $(calc %.0f "${rps_med[B]}") | |")
   results+=("| throughput loss B vs A (goal <= 3 %, aim 1 %) | **${loss} %** | $verdict_loss |")
   results+=("| C: traced with bpf_stats on: req/s, loss vs A | $(calc %.0f "${rps_med[C]}"), ${loss_c} % | |")
-  results+=("| requests per nginx-worker CPU-second, A / B (loss) | $(calc %.0f "${eff_med[A]}") / $(calc %.0f "${eff_med[B]}") (${eff_loss} %) | |")
+  results+=("| F: untraced with the eBPF floor ($floor_hold) attached: req/s, loss vs A | $(calc %.0f "${rps_med[F]}"), ${loss_f} % | |")
+  results+=("| requests per nginx-worker CPU-second (schedstat), A / B (loss) | $(calc %.0f "${eff_med[A]}") / $(calc %.0f "${eff_med[B]}") (${eff_loss} %) | |")
+  results+=("| requests per nginx-worker CPU-second (utime + stime), A / B / F [min..max] | $(calc %.0f "${effs_med[A]}") [$(spr "${effs[A]}")] / $(calc %.0f "${effs_med[B]}") [$(spr "${effs[B]}")] / $(calc %.0f "${effs_med[F]}") [$(spr "${effs[F]}")] | |")
+  results+=("| loss in requests per nginx-CPU-second vs A: product (B) / floor (F), and their ratio | **${effs_loss_b} %** / ${effs_loss_f} % ($( [[ "$effs_ratio" == 0.00 ]] && echo "floor within noise" || echo "${effs_ratio}x")) | |")
   results+=("| C: eBPF CPU per traced request (all hr_ programs' run_time_ns / wrk's requests), median of runs (goal <= 500 ns, aim 300 ns) | **${nsreq_med} ns** | $verdict_ns |")
   results+=("| D: the same with nginx not traced (the tax every syscall pays, wrk's and nginx's) | ${nsreq_d} ns | |")
   [[ -n "$perf_line" ]] && results+=("$perf_line")
@@ -553,6 +631,34 @@ if want agent; then
   echo
 fi
 
+# ========================================================= 4. floor
+# bench_ebpf_floor once per program set (one set that does not load does not
+# hide the other): per set, the CPU per loopback exchange of the floor and of
+# the product over none, and the ratio, from its JSON.
+if want floor; then
+  echo "## 4. the eBPF floor: bench_ebpf_floor ${floor_args[*]} --set sockets, then --set syscalls (taskset -c $cpu_server)"
+  echo "one thread, one loopback connection, both ends; none / floor (empty programs) / product (the probe) in rotating slices"
+  for set in sockets syscalls; do
+    (($(quiet_bpf "") > 0)) && echo "WARNING: foreign hr_* links attached"
+    rm -f "$work/floor.json"
+    if taskset -c "$cpu_server" "$floor_bin" "${floor_args[@]}" --set "$set" --json-file "$work/floor.json" 2>"$work/floor.err"; then
+      cat "$work/floor.err" >&2
+      row=$(jq -r --arg s "$set" '
+          def q: "\(.median | round) [\(.p25 | round)..\(.p75 | round)]";
+          def r: "\(.median * 100 | round / 100) [\(.p25 * 100 | round / 100)..\(.p75 * 100 | round / 100)]";
+          .sets[$s].cpu_ns as $c
+          | "\(.none_cpu_ns.median | round) / \($c.floor_minus_none | q) / \($c.product_minus_none | q) ns; **\($c.ratio | r)**"' \
+        "$work/floor.json")
+      results+=("| floor, $set set: CPU ns per loopback exchange, none / floor − none / product − none [IQR]; (product − none) / (floor − none) [IQR] | $row | |")
+    else
+      cat "$work/floor.err" >&2
+      echo "bench_ebpf_floor --set $set failed (above)"
+      results+=("| floor, $set set | failed: $(tail -n1 "$work/floor.err" | sed 's/|/\\|/g') | |")
+    fi
+    echo
+  done
+fi
+
 # ========================================================= results
 echo "## Results ($(date -u '+%Y-%m-%d %H:%M UTC'), load at end $(loadavg))"
 echo
@@ -574,3 +680,5 @@ echo "  sysctl -w kernel.bpf_stats_enabled=1; bpftool prog show -j  (run_time_ns
 echo "  taskset -c $cpu_server bench_syscall_overhead ${sys_args[*]} --serve   (with headroomd --endpoint name=other,port=$other_port,... vs without)"
 echo "  bench_open_conns --port $port --connections $conns --request; taskset -c $cpu_client hr-test-load --port $port --connections 4 --rate $load_rate"
 echo "  headroomd --config DIR/headroom.toml (0/1/16/256 [[endpoint]]s) --orca-dir DIR/orca"
+echo "  taskset -c $cpu_client bench_ebpf_floor --hold floor-sockets|floor-syscalls   (run F: as A, with the floor attached)"
+echo "  taskset -c $cpu_server bench_ebpf_floor ${floor_args[*]} --set sockets|syscalls"

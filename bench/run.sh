@@ -2,13 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs the benchmarks from an existing build directory (it builds nothing)
 # and prints their tables with the machine's context: the three daemon
-# benchmarks, then the eBPF endpoint probes' (bench/bench_endpoints.sh).
+# benchmarks, then the eBPF endpoint probes' (bench/bench_endpoints.sh, with
+# bench_ebpf_floor).
 #
 #   bench/run.sh [--quick] [--no-endpoints] BUILD_DIR
 #
 # --quick: a smoke run (fewer iterations, daemon for 5 s) that checks the
 # benchmarks still run; its figures are not measurements of the goals.
-# --no-endpoints: skip bench_endpoints.sh (about 8 minutes; root, nginx, wrk,
+# --no-endpoints: skip bench_endpoints.sh (about 9 minutes; root, nginx, wrk,
 # bpftool, jq). Without root or those tools it is skipped with the reason.
 set -euo pipefail
 
@@ -19,7 +20,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
     --no-endpoints) endpoints=0 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $arg" >&2; exit 2 ;;
     *) build="$arg" ;;
   esac
@@ -73,7 +74,8 @@ else
   for tool in nginx wrk bpftool jq; do
     command -v "$tool" >/dev/null || endpoints_skip="${endpoints_skip:+$endpoints_skip, }$tool not installed"
   done
-  for b in bench/bench_syscall_overhead bench/bench_open_conns agent/headroomd agent/headroomctl tests/tools/hr-test-load; do
+  for b in bench/bench_syscall_overhead bench/bench_open_conns bench/bench_ebpf_floor agent/headroomd agent/headroomctl \
+           tests/tools/hr-test-load; do
     [[ -x "$build/$b" ]] || endpoints_skip="${endpoints_skip:+$endpoints_skip, }$build/$b not built"
   done
 fi
@@ -83,7 +85,7 @@ if [[ -z "$endpoints_skip" ]]; then
   "$(dirname "$0")/bench_endpoints.sh" "${endpoints_args[@]}" "$build"
 else
   echo "# bench_endpoints.sh skipped: $endpoints_skip"
-  echo "#   (cmake --build $build --target headroomd headroomctl hr-test-load bench_syscall_overhead bench_open_conns;"
+  echo "#   (cmake --build $build --target headroomd headroomctl hr-test-load bench_syscall_overhead bench_open_conns bench_ebpf_floor;"
   echo "#    apt-get install -y nginx-light wrk bpftool jq; run as root)"
 fi
 echo
