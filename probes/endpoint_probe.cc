@@ -277,7 +277,7 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
     failures += std::string(v->kind) + ": " + std::strerror(last_err) + "; ";
   }
   if (!p->skel_) {
-    if (last_err == EPERM && g_libbpf_log.find("verifier") == std::string::npos) return permission_error(last_err);
+    if (last_err == EPERM) return permission_error(last_err);
     return Error{last_err, "cannot load the eBPF endpoint programs (" + failures +
                                "kernel says: " + log_tail(g_libbpf_log) +
                                "); endpoint latency signals need raw or BTF tracepoints (kernel >= 4.17)"};
