@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # Every source file says its license in its first lines: Apache-2.0, except
-# the eBPF programs (probes/ebpf/), which the kernel wants GPL-compatible and
+# the eBPF programs (probes/ebpf/, and any *.bpf.c), which the kernel wants GPL-compatible and
 # which are GPL-2.0-only OR BSD-2-Clause. The generated vmlinux.h, fixtures
 # and golden files carry none.
 #   spdx_test.sh SOURCE_DIR
@@ -17,7 +17,7 @@ bad=0 checked=0
 for f in $(list); do
   case "$f" in
     probes/ebpf/vmlinux.h | tests/fixtures/* | tests/golden/*) continue ;;
-    probes/ebpf/*.c | probes/ebpf/*.h) want='GPL-2.0-only OR BSD-2-Clause' ;;
+    probes/ebpf/*.c | probes/ebpf/*.h | *.bpf.c) want='GPL-2.0-only OR BSD-2-Clause' ;;
     *.cc | *.h | *.c | *.proto | *.sh | *.py | *.cmake | */CMakeLists.txt | CMakeLists.txt | .ci/run) want='Apache-2.0' ;;
     *) continue ;;
   esac
