@@ -2,6 +2,7 @@
 // headroomctl: the operator's view of the report files headroomd publishes.
 // Rendering is in ctl_render.{h,cc}; this file does the I/O.
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -45,8 +47,33 @@ void write_all(const std::string& text) {
 
 // ---------------------------------------------------------------- cat
 
-int run_cat(const std::string& file, bool json) {
-  auto report = orca::read_report_file(file);
+// --owner: a user name or a numeric uid; the error says which lookup failed.
+std::string resolve_owner(const std::string& text, std::optional<uid_t>& out) {
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos && text.size() <= 10) {
+    const unsigned long uid = std::stoul(text);
+    if (uid > 0xFFFFFFFEUL) return "uid " + text + " is out of range";
+    out = static_cast<uid_t>(uid);
+    return {};
+  }
+  const passwd* pw = ::getpwnam(text.c_str());
+  if (pw == nullptr) return "no user \"" + text + "\" on this machine (give a user name or a numeric uid)";
+  out = pw->pw_uid;
+  return {};
+}
+
+void add_owner_option(CLI::App* cmd, std::optional<uid_t>& owner) {
+  cmd->add_option_function<std::string>(
+         "--owner",
+         [&owner](const std::string& text) {
+           if (auto err = resolve_owner(text, owner); !err.empty()) throw CLI::ValidationError("--owner", err);
+         },
+         "Trust only files this user (name or uid; headroomd's user, e.g. headroom) owns and nobody else may "
+         "write; others are rejected")
+      ->type_name("USER");
+}
+
+int run_cat(const std::string& file, bool json, std::optional<uid_t> owner) {
+  auto report = orca::read_report_file(file, orca::kMaxReportBytes, owner);
   if (!report) {
     std::fprintf(stderr, "headroomctl: %s: %s\n", file.c_str(), ctl::without_path(report.error().message, file).c_str());
     return kExitUnreadable;
@@ -99,8 +126,8 @@ class Fd {
 // "directory not there yet" logic that consumers get.
 class Watcher {
  public:
-  Watcher(std::string dir, milliseconds interval, uint64_t count)
-      : dir_(std::move(dir)), interval_(interval), count_(count) {
+  Watcher(std::string dir, milliseconds interval, uint64_t count, std::optional<uid_t> owner)
+      : dir_(std::move(dir)), interval_(interval), count_(count), owner_(owner) {
     // "a/b/" names the same directory as "a/b"; the title shows the latter.
     while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
   }
@@ -115,7 +142,9 @@ class Watcher {
     if (sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) return fail("sigprocmask");
     Fd sfd(::signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
     if (sfd.get() < 0) return fail("signalfd");
-    auto reports = orca::ReportDirectory::open(dir_);
+    orca::ReaderOptions options;
+    options.owner = owner_;
+    auto reports = orca::ReportDirectory::open(dir_, options);
     if (!reports) {
       std::fprintf(stderr, "headroomctl: %s\n", reports.error().message.c_str());
       return kExitUnreadable;
@@ -190,6 +219,7 @@ class Watcher {
   std::string dir_;
   milliseconds interval_;
   uint64_t count_;
+  std::optional<uid_t> owner_;
   bool tty_ = false;
 };
 
@@ -207,6 +237,8 @@ int main(int argc, char** argv) {
   bool cat_json = false;
   auto* cat = app.add_subcommand("cat", "Print one report file in readable form, or as JSON");
   cat->add_option("FILE", cat_file, "Report file, e.g. /run/orca/node.orca")->required();
+  std::optional<uid_t> cat_owner, watch_owner;
+  add_owner_option(cat, cat_owner);
   cat->add_flag("--json", cat_json,
                 "One JSON line: file, age_ms, stale, stale_reason, report (protobuf JSON, .proto field names)");
 
@@ -231,6 +263,7 @@ int main(int argc, char** argv) {
   watch->add_option("--count", count, "Stop after this many frames; 0 runs until SIGINT/SIGTERM")
       ->capture_default_str()
       ->check(frames);
+  add_owner_option(watch, watch_owner);
 
   std::string config_file;
   auto* check = app.add_subcommand("check-config",
@@ -252,8 +285,8 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : kExitUsage;
   }
 
-  if (cat->parsed()) return run_cat(cat_file, cat_json);
-  if (watch->parsed()) return Watcher(watch_dir, milliseconds(interval_ms), count).run();
+  if (cat->parsed()) return run_cat(cat_file, cat_json, cat_owner);
+  if (watch->parsed()) return Watcher(watch_dir, milliseconds(interval_ms), count, watch_owner).run();
   if (check->parsed()) return run_check_config(config_file);
   if (shed->parsed()) return run_shed();
   if (header->parsed()) return run_header();

@@ -93,15 +93,10 @@ extern "C" {
 
 const char* headroom_orca_version(void) { return HEADROOM_VERSION; }
 
-headroom_reader* headroom_reader_open(const char* dir, double stale_intervals, char* err, size_t errlen) {
-  set_error(err, errlen, "");
-  if (dir == nullptr) {
-    set_error(err, errlen, "headroom_reader_open: dir is NULL");
-    return nullptr;
-  }
+namespace {
+
+headroom_reader* open_reader(const char* dir, const orca::ReaderOptions& options, char* err, size_t errlen) {
   try {
-    orca::ReaderOptions options;
-    if (std::isfinite(stale_intervals) && stale_intervals > 0) options.stale_intervals = stale_intervals;
     auto d = orca::ReportDirectory::open(dir, options);
     if (!d) {
       set_error(err, errlen, d.error().message);
@@ -114,6 +109,47 @@ headroom_reader* headroom_reader_open(const char* dir, double stale_intervals, c
     (void)current_exception_code(err, errlen);
     return nullptr;
   }
+}
+
+void set_stale_intervals(orca::ReaderOptions& options, double stale_intervals) {
+  if (std::isfinite(stale_intervals) && stale_intervals > 0) options.stale_intervals = stale_intervals;
+}
+
+}  // namespace
+
+headroom_reader* headroom_reader_open(const char* dir, double stale_intervals, char* err, size_t errlen) {
+  set_error(err, errlen, "");
+  if (dir == nullptr) {
+    set_error(err, errlen, "headroom_reader_open: dir is NULL");
+    return nullptr;
+  }
+  orca::ReaderOptions options;
+  set_stale_intervals(options, stale_intervals);
+  return open_reader(dir, options, err, errlen);
+}
+
+headroom_reader* headroom_reader_open_with(const char* dir, const headroom_reader_options* options, char* err,
+                                           size_t errlen) {
+  set_error(err, errlen, "");
+  if (dir == nullptr || options == nullptr) {
+    set_error(err, errlen, dir == nullptr ? "headroom_reader_open_with: dir is NULL"
+                                          : "headroom_reader_open_with: options is NULL");
+    return nullptr;
+  }
+  // The fields up to owner_uid are the least a caller can have set; a field
+  // beyond the caller's struct_size keeps its default.
+  constexpr std::size_t kMinSize = offsetof(headroom_reader_options, owner_uid) + sizeof options->owner_uid;
+  if (options->struct_size < kMinSize) {
+    set_error(err, errlen, "headroom_reader_open_with: options->struct_size is " +
+                               std::to_string(options->struct_size) + ", less than the " + std::to_string(kMinSize) +
+                               " bytes of its first fields: set it to sizeof(headroom_reader_options)");
+    return nullptr;
+  }
+  orca::ReaderOptions o;
+  if (options->require_owner != 0) o.owner = static_cast<uid_t>(options->owner_uid);
+  if (options->struct_size >= offsetof(headroom_reader_options, stale_intervals) + sizeof(double))
+    set_stale_intervals(o, options->stale_intervals);
+  return open_reader(dir, o, err, errlen);
 }
 
 void headroom_reader_close(headroom_reader* reader) { delete reader; }

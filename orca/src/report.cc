@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace headroom::orca {
@@ -102,7 +103,22 @@ Result<Report> parse_report(std::string_view bytes) {
   return report;
 }
 
-Result<Report> read_report_file(const std::string& path, std::size_t max_bytes) {
+Result<void> check_file_owner(uid_t file_uid, mode_t file_mode, uid_t owner) {
+  const std::string whose = "uid " + std::to_string(owner);
+  if (file_uid != owner)
+    return Error{EPERM, "owned by uid " + std::to_string(file_uid) + ", not by " + whose +
+                            ", the only owner this reader accepts"};
+  if ((file_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(file_mode & 07777));
+    return Error{EPERM, std::string("mode ") + mode + " lets " +
+                            ((file_mode & S_IWOTH) != 0 ? "other users" : "its group") +
+                            " write it, so not only " + whose + " could have written it"};
+  }
+  return {};
+}
+
+Result<Report> read_report_file(const std::string& path, std::size_t max_bytes, std::optional<uid_t> owner) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return system_error(errno, "open " + path);
   struct stat st{};
@@ -114,6 +130,12 @@ Result<Report> read_report_file(const std::string& path, std::size_t max_bytes) 
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
     return logic_error(path + ": not a regular file");
+  }
+  if (owner) {
+    if (auto trusted = check_file_owner(st.st_uid, st.st_mode, *owner); !trusted) {
+      ::close(fd);
+      return Error{trusted.error().code, path + ": " + trusted.error().message};
+    }
   }
   if (static_cast<std::size_t>(st.st_size) > max_bytes) {
     ::close(fd);

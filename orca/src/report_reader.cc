@@ -287,7 +287,7 @@ class ReportDirectory::Impl {
   // Reads one scope's file and updates its entry. True when the state changed.
   bool reread(const std::string& scope) {
     const std::string path = path_of(scope);
-    auto r = read_report_file(path, options_.max_bytes);
+    auto r = read_report_file(path, options_.max_bytes, options_.owner);
     std::string error;
     if (r) {
       if (r->ByteSizeLong() == 0) {

@@ -306,5 +306,51 @@ TEST_F(CApi, MissingDirectoryIsPickedUp) {
   EXPECT_EQ(rep.seq, 1u);
 }
 
+TEST_F(CApi, OpenWithAnOwnerTrustsOnlyThatUsersFiles) {
+  publish("node", make_report(7));
+  char err[512];
+  headroom_reader_options o;
+  std::memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.require_owner = 1;
+  o.owner_uid = ::geteuid();
+  ReaderPtr mine(headroom_reader_open_with(dir().c_str(), &o, err, sizeof err));
+  ASSERT_TRUE(mine) << err;
+  headroom_report rep = blank();
+  EXPECT_EQ(headroom_reader_get(mine.get(), "node", &rep, err, sizeof err), 0) << err;
+  EXPECT_EQ(rep.seq, 7u);
+
+  o.owner_uid = ::geteuid() + 1;
+  ReaderPtr theirs(headroom_reader_open_with(dir().c_str(), &o, err, sizeof err));
+  ASSERT_TRUE(theirs) << err;
+  EXPECT_EQ(headroom_reader_get(theirs.get(), "node", &rep, err, sizeof err), -ENODATA);
+  EXPECT_NE(std::string(err).find("owned by uid " + std::to_string(::geteuid())), std::string::npos) << err;
+
+  // require_owner = 0 trusts any valid file, like headroom_reader_open.
+  o.require_owner = 0;
+  ReaderPtr any(headroom_reader_open_with(dir().c_str(), &o, err, sizeof err));
+  ASSERT_TRUE(any) << err;
+  EXPECT_EQ(headroom_reader_get(any.get(), "node", &rep, err, sizeof err), 0) << err;
+
+  // A caller built against only the first fields: stale_intervals defaults.
+  o.struct_size = offsetof(headroom_reader_options, owner_uid) + sizeof o.owner_uid;
+  ReaderPtr short_struct(headroom_reader_open_with(dir().c_str(), &o, err, sizeof err));
+  EXPECT_TRUE(short_struct) << err;
+}
+
+TEST_F(CApi, OpenWithRefusesMissingOrShortOptions) {
+  char err[512];
+  EXPECT_EQ(headroom_reader_open_with(dir().c_str(), nullptr, err, sizeof err), nullptr);
+  EXPECT_NE(std::string(err).find("options is NULL"), std::string::npos) << err;
+  headroom_reader_options o;
+  std::memset(&o, 0, sizeof o);
+  o.struct_size = 4;
+  EXPECT_EQ(headroom_reader_open_with(dir().c_str(), &o, err, sizeof err), nullptr);
+  EXPECT_NE(std::string(err).find("struct_size is 4"), std::string::npos) << err;
+  o.struct_size = sizeof o;
+  EXPECT_EQ(headroom_reader_open_with(nullptr, &o, err, sizeof err), nullptr);
+  EXPECT_NE(std::string(err).find("dir is NULL"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace headroom::orca

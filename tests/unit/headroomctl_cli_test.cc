@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -208,6 +209,39 @@ TEST_F(HeadroomctlCli, CatMissingFile) {
   const CtlRun r = run_ctl({"cat", path});
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.err, "headroomctl: " + path + ": open: No such file or directory\n");
+}
+
+TEST_F(HeadroomctlCli, CatOwnerTrustsOnlyThatUsersFiles) {
+  write_report(dir_, "node.orca", report(5, 0.632));
+  const std::string path = dir_ + "/node.orca";
+  const std::string me = std::to_string(::geteuid());
+  const CtlRun mine = run_ctl({"cat", path, "--owner", me});
+  EXPECT_EQ(mine.status, 0) << mine.err;
+  const CtlRun theirs = run_ctl({"cat", path, "--owner", std::to_string(::geteuid() + 1)});
+  EXPECT_EQ(theirs.status, 1);
+  EXPECT_EQ(theirs.out, "");
+  EXPECT_EQ(theirs.err.rfind("headroomctl: " + path + ": owned by uid " + me + ", not by uid", 0), 0u) << theirs.err;
+  ASSERT_EQ(::chmod(path.c_str(), 0646), 0);
+  const CtlRun loose = run_ctl({"cat", path, "--owner", me});
+  EXPECT_EQ(loose.status, 1);
+  EXPECT_NE(loose.err.find("mode 0646 lets other users write it"), std::string::npos) << loose.err;
+  // A user name works like its uid ("root" exists on every machine).
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  const CtlRun by_name = run_ctl({"cat", path, "--owner", "root"});
+  EXPECT_EQ(by_name.status, ::geteuid() == 0 ? 0 : 1) << by_name.err;
+  const CtlRun unknown = run_ctl({"cat", path, "--owner", "no-such-user-here"});
+  EXPECT_EQ(unknown.status, 64);
+  EXPECT_NE(unknown.err.find("--owner: no user \"no-such-user-here\" on this machine"), std::string::npos)
+      << unknown.err;
+}
+
+TEST_F(HeadroomctlCli, WatchOwnerShowsForeignFilesAsRejected) {
+  write_report(dir_, "node.orca", report(5, 0.632));
+  const CtlRun r = run_ctl({"watch", dir_, "--count", "1", "--interval-ms", "100", "--owner",
+                            std::to_string(::geteuid() + 1)});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("owned by uid " + std::to_string(::geteuid())), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("63.2 %"), std::string::npos) << "an untrusted file's values are not shown\n" << r.out;
 }
 
 // ---------------------------------------------------------------- usage

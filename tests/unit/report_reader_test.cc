@@ -401,5 +401,74 @@ TEST_F(ReportReader, ABrokenFileThatNeverHeldAReportIsForgottenWhenRemoved) {
   EXPECT_TRUE(reader.scopes().empty());
 }
 
+// ReaderOptions::owner: a consumer that trusts only the agent's user.
+TEST(CheckFileOwner, OwnedByTheUserAndWritableByNobodyElse) {
+  struct Case {
+    uid_t file_uid;
+    mode_t mode;
+    uid_t owner;
+    const char* error;  // nullptr: trusted
+  } cases[] = {
+      {998, 0644, 998, nullptr},
+      {998, 0600, 998, nullptr},
+      {998, 0444, 998, nullptr},
+      {998, 0755, 998, nullptr},
+      {0, 0644, 998, "owned by uid 0, not by uid 998"},
+      {1000, 0644, 998, "owned by uid 1000, not by uid 998"},
+      {998, 0664, 998, "mode 0664 lets its group write it"},
+      {998, 0646, 998, "mode 0646 lets other users write it"},
+      {998, 0666, 998, "mode 0666 lets other users write it"},
+      {998, 01666, 998, "mode 1666 lets other users write it"},
+  };
+  for (const auto& c : cases) {
+    auto r = check_file_owner(c.file_uid, c.mode, c.owner);
+    if (c.error == nullptr) {
+      EXPECT_TRUE(r) << c.file_uid << " " << std::oct << c.mode << ": " << r.error().message;
+    } else {
+      ASSERT_FALSE(r) << c.file_uid << " " << std::oct << c.mode;
+      EXPECT_NE(r.error().message.find(c.error), std::string::npos) << r.error().message;
+      EXPECT_EQ(r.error().code, EPERM);
+    }
+  }
+}
+
+TEST_F(ReportReader, WithAnOwnerTrustsOnlyThatUsersFiles) {
+  const uid_t me = ::geteuid();
+  publish("node", make_report(1));
+  auto trusting = open_reader({.owner = me});
+  auto st = trusting.get("node");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(seq_of(*st), 1u);
+  EXPECT_TRUE(st->error.empty()) << st->error;
+
+  // The same file read by a consumer that trusts another user only.
+  auto other = open_reader({.owner = me + 1});
+  st = other.get("node");
+  ASSERT_TRUE(st);
+  EXPECT_FALSE(st->report);
+  EXPECT_NE(st->error.find("node.orca: owned by uid " + std::to_string(me)), std::string::npos) << st->error;
+  EXPECT_TRUE(st->staleness.stale);
+
+  // A file others may write is not trusted either, even if ours: the last
+  // trusted report stays, stale, until a trusted file replaces it.
+  auto loose = ReportFileWriter::open(dir_path(), WriterOptions{.mode = 0666});
+  ASSERT_TRUE(loose) << loose.error().message;
+  ASSERT_TRUE(loose->write("node.orca", make_report(2)));
+  ASSERT_TRUE(wait_for(trusting, "node", [](const ScopeState& s) { return !s.error.empty(); }));
+  st = trusting.get("node");
+  EXPECT_EQ(seq_of(*st), 1u) << "the last trusted report";
+  EXPECT_NE(st->error.find("mode 0666 lets other users write it"), std::string::npos) << st->error;
+  EXPECT_TRUE(st->staleness.stale);
+  publish("node", make_report(3));
+  ASSERT_TRUE(wait_for(trusting, "node", [](const ScopeState& s) { return s.error.empty(); }));
+  EXPECT_EQ(seq_of(*trusting.get("node")), 3u);
+  EXPECT_FALSE(trusting.get("node")->staleness.stale);
+
+  // Without the option the same loose file is accepted, as before.
+  ASSERT_TRUE(loose->write("node.orca", make_report(4)));
+  auto any = open_reader();
+  EXPECT_EQ(seq_of(*any.get("node")), 4u);
+}
+
 }  // namespace
 }  // namespace headroom::orca

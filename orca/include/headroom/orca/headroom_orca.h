@@ -52,6 +52,31 @@ typedef struct headroom_reader headroom_reader;
 HEADROOM_ORCA_API headroom_reader *headroom_reader_open(const char *dir, double stale_intervals, char *err,
                                                         size_t errlen);
 
+/*
+ * Options for headroom_reader_open_with. Set struct_size to
+ * sizeof(headroom_reader_options) and zero what you leave to the defaults
+ * (e.g. `headroom_reader_options o = {sizeof o};`): fields added later
+ * default to 0 = "as before".
+ */
+typedef struct headroom_reader_options {
+  uint32_t struct_size;
+  int32_t require_owner;   /* 1: trust only files that owner_uid owns and nobody else may write */
+  uint32_t owner_uid;      /* the agent's user, e.g. getpwnam("headroom")->pw_uid */
+  uint32_t reserved;       /* 0 */
+  double stale_intervals;  /* as for headroom_reader_open; <= 0 or NaN: 3 */
+} headroom_reader_options;
+
+/*
+ * headroom_reader_open with options. With require_owner, a file under a
+ * report name that another user owns, or that its group or others may write,
+ * is rejected like a broken file: the scope keeps its last trusted report and
+ * reads as stale, and err of headroom_reader_get says whose the file is.
+ * Returns NULL with the reason in err, also for NULL options or a struct_size
+ * smaller than the fields up to owner_uid.
+ */
+HEADROOM_ORCA_API headroom_reader *headroom_reader_open_with(const char *dir, const headroom_reader_options *options,
+                                                             char *err, size_t errlen);
+
 /* Releases the reader and its descriptor. NULL is accepted. */
 HEADROOM_ORCA_API void headroom_reader_close(headroom_reader *reader);
 

@@ -3,6 +3,8 @@
 // carries in named_metrics. docs/orca-files.md is the contract these names follow.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -44,8 +46,17 @@ Result<void> validate_report(const Report& report);
 Result<Report> parse_report(std::string_view bytes);
 
 // Reads one report file: refuses files larger than max_bytes, then parses and
-// validates. Errors name the path.
-Result<Report> read_report_file(const std::string& path, std::size_t max_bytes = kMaxReportBytes);
+// validates. With `owner`, it also refuses a file that another user owns or
+// that its group or others may write (check_file_owner): a consumer that
+// trusts only the agent's user trusts nothing else in the directory. Errors
+// name the path.
+Result<Report> read_report_file(const std::string& path, std::size_t max_bytes = kMaxReportBytes,
+                                std::optional<uid_t> owner = std::nullopt);
+
+// Whether a file with this owner and mode may be trusted as written by
+// `owner` alone: owned by it, and writable by nobody else. The error says
+// who owns it or who else may write it.
+Result<void> check_file_owner(uid_t file_uid, mode_t file_mode, uid_t owner);
 
 struct Staleness {
   bool stale = false;

@@ -28,6 +28,11 @@ struct ReaderOptions {
   double stale_intervals = 3.0;         // stale when older than this many sampling intervals...
   int64_t min_stale_ms = 1000;          // ...but never sooner than this (short intervals would flap)
   std::size_t max_bytes = kMaxReportBytes;  // larger files are rejected without being parsed
+  // Trust only files this user owns and nobody else may write (the agent's
+  // user, e.g. the uid of "headroom"): any other file under a report name is
+  // rejected like a broken one, so the scope keeps its last trusted report
+  // and reads as stale. Unset: any valid file is accepted.
+  std::optional<uid_t> owner = std::nullopt;
 };
 
 struct ScopeState {
@@ -49,7 +54,8 @@ struct ScopeState {
 // A file is accepted when it is a regular file (symbolic links are followed)
 // of at most max_bytes that parses as an OrcaLoadReport, passes
 // validate_report() and carries the headroom metadata (timestamp, seq,
-// interval). Anything else is rejected with a reason and never blocks or
+// interval), and, with ReaderOptions::owner, that user owns and nobody else
+// may write. Anything else is rejected with a reason and never blocks or
 // crashes the reader (FIFOs are opened non-blocking; devices and directories
 // are refused before any read).
 class ReportDirectory {
