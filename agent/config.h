@@ -88,6 +88,12 @@ enum class EbpfMode { automatic, off };
 inline constexpr std::chrono::nanoseconds kMinInterval = std::chrono::milliseconds(10);
 inline constexpr std::chrono::nanoseconds kMaxInterval = std::chrono::hours(1);
 // agent.smoothing: a time constant beyond 10 minutes hides a change in load
+// [agent] unsafe_orca_dir: what to do with an orca_dir that others than the
+// agent's user can write into (group- or world-writable without the sticky
+// bit on a directory of ours, or owned by another user than root or us):
+// such a user could replace or plant the reports proxies shed on.
+enum class UnsafeDirAction { refuse, warn };
+
 // for longer than any balancer waits for it.
 inline constexpr std::chrono::nanoseconds kMaxSmoothing = std::chrono::minutes(10);
 // Each endpoint's latency window keeps smoothing / interval slots; the cap
@@ -141,6 +147,7 @@ struct Config {
 
   // node.include_endpoints: each endpoint's composite joins the node's
   // composite as signal "endpoint.<name>".
+  UnsafeDirAction unsafe_orca_dir = UnsafeDirAction::refuse;
   bool include_endpoints = false;
 
   // [[envoy]]

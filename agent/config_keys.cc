@@ -24,6 +24,7 @@ using namespace std::string_view_literals;
 constexpr std::string_view kLogLevelNames[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 constexpr std::string_view kEbpfModes[] = {"auto", "off"};
 constexpr std::string_view kCompositeNames[] = {"max", "mean"};
+constexpr std::string_view kUnsafeDirActions[] = {"refuse", "warn"};
 constexpr std::string_view kEnvoyFileExample = "\"/run/orca/envoy/node.pressure\"";
 
 bool is_signal(std::string_view name) {
@@ -31,6 +32,14 @@ bool is_signal(std::string_view name) {
 }
 
 // -- [agent] -----------------------------------------------------------------
+
+bool set_unsafe_orca_dir(KeyValue& v) {
+  const std::string& s = v.str();
+  if (s != "refuse" && s != "warn")
+    return v.fail("must be \"refuse\" or \"warn\", got " + quote(s) + did_you_mean(s, kUnsafeDirActions));
+  v.config.unsafe_orca_dir = s == "refuse" ? UnsafeDirAction::refuse : UnsafeDirAction::warn;
+  return true;
+}
 
 bool set_interval(KeyValue& v) {
   const auto d = v.duration();
@@ -415,6 +424,8 @@ constexpr KeyRow kRows[] = {
     {"agent", "ebpf", KeyType::any, "\"auto\" or \"off\"", "\"auto\", \"off\"", "\"auto\"", "",
      "Whether the eBPF endpoint probes are loaded.", set_ebpf},
     // [node]
+    {"agent", "unsafe_orca_dir", KeyType::string, "\"refuse\" or \"warn\"", "\"refuse\", \"warn\"", "\"refuse\"", "",
+     "An orca_dir others can write into: refuse to start, or only warn.", set_unsafe_orca_dir},
     {"node", "cgroup", KeyType::string, "a cgroup path string such as \"system.slice/api.service\"",
      "\"\" or a path relative to the cgroup root", "\"\"", "", "Whose load the node report describes.", set_cgroup},
     {"node", "cgroup_version", KeyType::any, "\"auto\", 1 or 2", "\"auto\", 1, 2", "\"auto\"", "",

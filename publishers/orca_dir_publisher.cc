@@ -2,13 +2,19 @@
 #include "publishers/orca_dir_publisher.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <sstream>
 
 #include "agent/report_builder.h"
 
@@ -31,15 +37,182 @@ Result<void> make_directories(const std::string& path, mode_t mode) {
   return {};
 }
 
-Result<OrcaDirPublisher> OrcaDirPublisher::open(const std::string& dir, orca::WriterOptions options) {
+namespace {
+
+std::string octal_mode(mode_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+  return buf;
+}
+
+// Locks this process holds, by lock file: a reload's publisher for the same
+// directory shares the running one's instead of failing on it.
+std::mutex g_locks_mutex;
+std::vector<std::weak_ptr<DirectoryLock>>& held_locks() {
+  static std::vector<std::weak_ptr<DirectoryLock>> locks;
+  return locks;
+}
+
+// Who holds the flock on the file (dev, ino): /proc/locks, where the kernel
+// lists every lock with its owner's pid; else the pid the holder wrote into
+// the file. 0 when neither says.
+long lock_holder(int fd, dev_t dev, ino_t ino) {
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    // "1: FLOCK  ADVISORY  WRITE 1234 00:2d:5678 0 EOF"; waiters have "->".
+    std::istringstream in(line);
+    std::string number, type, advisory, mode, pid, where;
+    if (!(in >> number >> type) || type == "->" || type != "FLOCK") continue;
+    if (!(in >> advisory >> mode >> pid >> where)) continue;
+    unsigned major = 0, minor = 0;
+    unsigned long long inode = 0;
+    if (std::sscanf(where.c_str(), "%x:%x:%llu", &major, &minor, &inode) != 3) continue;
+    if (inode != ino || major != ::major(dev) || minor != ::minor(dev)) continue;
+    try {
+      const long p = std::stol(pid);
+      if (p > 0) return p;
+    } catch (...) {
+    }
+  }
+  char buf[32] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n > 0) {
+    char* end = nullptr;
+    const long p = std::strtol(buf, &end, 10);
+    if (end != buf && p > 0) return p;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::optional<std::string> unsafe_directory(const struct stat& st, uid_t euid) {
+  if (st.st_uid != euid && st.st_uid != 0)
+    return "is owned by uid " + std::to_string(st.st_uid) + ", not by this agent's user (uid " +
+           std::to_string(euid) + ") or root, so that user can replace the reports";
+  const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+  const bool sticky_ours = (st.st_mode & S_ISVTX) != 0 && st.st_uid == euid;
+  if (others_write && !sticky_ours)
+    return std::string("is writable by ") + ((st.st_mode & S_IWOTH) != 0 ? "every user" : "its group (gid " + std::to_string(st.st_gid) + ")") +
+           " (mode " + octal_mode(st.st_mode) + "), so they can replace or plant the reports proxies shed on";
+  return std::nullopt;
+}
+
+Result<std::shared_ptr<DirectoryLock>> DirectoryLock::acquire(int dirfd, const std::string& dir, bool* fresh) {
+  if (fresh != nullptr) *fresh = false;
+  const std::string path = dir + "/" + std::string(kFileName);
+  const std::string name(kFileName);
+  // O_NOFOLLOW: a planted symlink is refused, never followed; O_NONBLOCK: a
+  // planted FIFO does not block the open. Read-only: flock needs no more, and
+  // a file held open for writing would keep the file system from being
+  // remounted read-only.
+  constexpr int kFlags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+  int fd = ::openat(dirfd, name.c_str(), kFlags | O_CREAT, 0644);
+  if (fd < 0 && errno == EACCES) fd = ::openat(dirfd, name.c_str(), kFlags);
+  if (fd < 0) {
+    const int e = errno;
+    if (e == ELOOP) return system_error(e, "the lock file " + path + " is a symbolic link: remove it");
+    if (e == EISDIR) return system_error(e, "the lock file " + path + " is a directory: remove it");
+    return system_error(e, "cannot open the lock file " + path);
+  }
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int e = errno;
+    ::close(fd);
+    return system_error(e != 0 ? e : EINVAL, "the lock file " + path + " is not a regular file: remove it");
+  }
+  {
+    std::lock_guard<std::mutex> guard(g_locks_mutex);
+    auto& locks = held_locks();
+    std::erase_if(locks, [](const auto& w) { return w.expired(); });
+    for (const auto& w : locks) {
+      if (auto held = w.lock(); held && held->dev_ == st.st_dev && held->ino_ == st.st_ino) {
+        ::close(fd);
+        return held;
+      }
+    }
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    if (e == EWOULDBLOCK) {
+      const long pid = lock_holder(fd, st.st_dev, st.st_ino);
+      ::close(fd);
+      return Error{e, dir + " is in use by another headroomd (" +
+                                 (pid > 0 ? "pid " + std::to_string(pid) : std::string("pid unknown")) +
+                                 " holds the lock file " + path +
+                                 "): two agents would overwrite each other's reports. Stop the other one, or "
+                                 "give this one another agent.orca_dir (--orca-dir)"};
+    }
+    ::close(fd);
+    return system_error(e, "cannot lock " + path);
+  }
+  // Our pid, for the message of the next agent that tries (best effort: a
+  // full file system leaves the file empty; /proc/locks still tells).
+  if (int w = ::openat(dirfd, name.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+      w >= 0) {
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    (void)!::write(w, pid.data(), pid.size());
+    ::close(w);
+  }
+  std::shared_ptr<DirectoryLock> lock(new DirectoryLock(fd, st.st_dev, st.st_ino, path));
+  {
+    std::lock_guard<std::mutex> guard(g_locks_mutex);
+    held_locks().push_back(lock);
+  }
+  if (fresh != nullptr) *fresh = true;
+  return lock;
+}
+
+DirectoryLock::~DirectoryLock() {
+  // The file stays (removing it would race with the next holder's open);
+  // closing the descriptor releases the lock.
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<OrcaDirPublisher> OrcaDirPublisher::open(const std::string& dir, OrcaDirOptions options) {
   if (auto made = make_directories(dir); !made) return made.error();
   // access(2) also reports a read-only mount (EROFS) to root.
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     return system_error(errno, "cannot write report files into " + dir);
-  auto writer = orca::ReportFileWriter::open(dir, options);
+  auto writer = orca::ReportFileWriter::open(dir, options.writer);
   if (!writer) return writer.error();
-  writer->remove_stale_temporaries();
-  return OrcaDirPublisher(std::move(writer.value()), options);
+  struct stat st{};
+  if (::fstat(writer->directory_fd(), &st) != 0) return system_error(errno, "cannot stat " + dir);
+  if (auto unsafe = unsafe_directory(st, ::geteuid())) {
+    const std::string what = dir + " " + *unsafe;
+    if (options.refuse_unsafe)
+      return logic_error(what + ". Make it writable by this agent's user only (chown that user, chmod 0755 " + dir +
+                         "), or set agent.unsafe_orca_dir = \"warn\" to publish there anyway");
+    spdlog::warn("{} (agent.unsafe_orca_dir = \"warn\": publishing there anyway)", what);
+  }
+  bool fresh = false;
+  auto lock = DirectoryLock::acquire(writer->directory_fd(), dir, &fresh);
+  if (!lock) return lock.error();
+  // Only now, with the lock held, can no other agent be writing here: a
+  // temporary of ours is a crash's leftover. Not on a reload (the lock was
+  // already ours): nothing is being written meanwhile.
+  if (fresh) writer->remove_stale_temporaries_with_suffix(orca::kReportSuffix);
+
+  auto state = std::make_shared<State>();
+  state->dir = dir;
+  state->refuse_unsafe = options.refuse_unsafe;
+  state->lock = std::move(lock.value());
+  // A directory that replaced ours (removed and made again, renamed away):
+  // checked and locked before the first report goes into it.
+  writer->on_new_directory([s = state](int dirfd) -> Result<void> {
+    struct stat now{};
+    if (::fstat(dirfd, &now) != 0) return system_error(errno, "cannot stat " + s->dir);
+    if (auto unsafe = unsafe_directory(now, ::geteuid()); unsafe && s->refuse_unsafe)
+      return logic_error("the new " + s->dir + " " + *unsafe + "; not publishing into it until only this agent's "
+                         "user can write there (or agent.unsafe_orca_dir = \"warn\")");
+    auto relocked = DirectoryLock::acquire(dirfd, s->dir);
+    if (!relocked) return relocked.error();
+    s->lock = std::move(relocked.value());
+    s->replaced = true;
+    return {};
+  });
+  return OrcaDirPublisher(std::move(writer.value()), std::move(state));
 }
 
 Result<void> OrcaDirPublisher::publish(std::string_view scope, const orca::Report& report) {
@@ -74,7 +247,9 @@ OrcaReportsPublisher::OrcaReportsPublisher(OrcaDirPublisher files, const agent::
 }
 
 std::variant<Publishers, BuildError> OrcaReportsPublisher::build(const agent::Config& config) {
-  auto files = OrcaDirPublisher::open(config.orca_dir, orca::WriterOptions{0644, config.fsync});
+  auto files = OrcaDirPublisher::open(
+      config.orca_dir, OrcaDirOptions{orca::WriterOptions{0644, config.fsync},
+                                      config.unsafe_orca_dir == agent::UnsafeDirAction::refuse});
   if (!files) return BuildError{false, "agent.orca_dir: " + files.error().message};
   Publishers out;
   out.push_back(std::unique_ptr<Publisher>(new OrcaReportsPublisher(std::move(files.value()), config)));
@@ -88,7 +263,12 @@ Result<void> OrcaReportsPublisher::publish(const Tick& tick) {
                        files_.dir(), r.error().message);
     return r;
   }
-  node_failing_.ok("publishing {}/node.orca again", files_.dir());
+  const bool replaced = files_.take_replaced();
+  if (!node_failing_.ok("publishing {}/node.orca again{}", files_.dir(),
+                        replaced ? " (into a new directory, holding " + files_.lock_path() + ")" : "") &&
+      replaced)
+    spdlog::warn("{} was replaced while running (removed, or renamed away): publishing into the new one, holding {}",
+                 files_.dir(), files_.lock_path());
 
   // Each endpoint's failure never holds up the others.
   std::string first_error;

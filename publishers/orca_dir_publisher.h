@@ -4,8 +4,14 @@
 // node.orca and endpoint.<name>.orca of each tick.
 #pragma once
 
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -17,28 +23,88 @@
 
 namespace headroom::publishers {
 
+// Keeps a second agent out of an ORCA directory: flock(LOCK_EX|LOCK_NB) on
+// "<dir>/.headroomd.lock" (a hidden name: readers list "*.orca" only), which
+// also holds the holder's pid. A process takes a directory's lock once: a
+// reload's new publisher for the same directory shares the running one's
+// (the process-wide table of held locks finds it by the lock file), so the
+// lock is held without a gap for as long as either exists.
+class DirectoryLock {
+ public:
+  static constexpr std::string_view kFileName = ".headroomd.lock";
+
+  // Takes (or shares) the lock of the directory `dirfd` refers to; `dir` is
+  // its path, for messages. `fresh` says whether this call took it. Fails
+  // naming the lock file and the holder's pid when another process holds it.
+  static Result<std::shared_ptr<DirectoryLock>> acquire(int dirfd, const std::string& dir, bool* fresh = nullptr);
+
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+  ~DirectoryLock();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  DirectoryLock(int fd, dev_t dev, ino_t ino, std::string path) : fd_(fd), dev_(dev), ino_(ino), path_(std::move(path)) {}
+  int fd_;
+  dev_t dev_;
+  ino_t ino_;
+  std::string path_;
+};
+
+// What is unsafe about a directory with this status for a process whose
+// effective uid is `euid`: writable by its group or by everyone (unless the
+// sticky bit is set on a directory `euid` owns), or owned by a user other
+// than `euid` and root. nullopt when only `euid` (and root) can write into it.
+std::optional<std::string> unsafe_directory(const struct stat& st, uid_t euid);
+
+struct OrcaDirOptions {
+  orca::WriterOptions writer{};
+  bool refuse_unsafe = true;  // agent.unsafe_orca_dir: refuse (true) or warn
+};
+
 class OrcaDirPublisher {
  public:
   // Creates the directory (and its parents, mode 0755) when missing, checks that
-  // this process may write into it, and removes temporary files a crashed
-  // writer left behind. The error says which of these failed and why.
-  static Result<OrcaDirPublisher> open(const std::string& dir, orca::WriterOptions options = {});
+  // this process may write into it and that nobody else can (unsafe_directory:
+  // refused, or a warning), takes its lock (DirectoryLock), and, when it
+  // took the lock afresh, removes the temporary files a crashed writer of
+  // ours left behind (".<scope>.orca.<pid>.tmp"; nobody else's). The error
+  // says which of these failed and why.
+  static Result<OrcaDirPublisher> open(const std::string& dir, OrcaDirOptions options);
+  static Result<OrcaDirPublisher> open(const std::string& dir, orca::WriterOptions options = {}) {
+    return open(dir, OrcaDirOptions{options, true});
+  }
 
   // Atomically replaces "<scope>.orca". Recreates the directory if it was
-  // removed while running. On failure the previous file is left as it was.
+  // removed while running, and takes the lock of a directory that replaced
+  // ours before writing into it. On failure the previous file is left as it was.
   Result<void> publish(std::string_view scope, const orca::Report& report);
 
   // Removes "<scope>.orca" (a scope the configuration no longer has). A file
   // that is already gone is not an error.
   Result<void> remove(std::string_view scope);
 
+  // Whether a new directory replaced the one written into (removed and made
+  // again, renamed away) since the last call; clears it.
+  bool take_replaced() { return std::exchange(state_->replaced, false); }
+
   const std::string& dir() const { return writer_.dir(); }
+  const std::string& lock_path() const { return state_->lock->path(); }
 
  private:
-  explicit OrcaDirPublisher(orca::ReportFileWriter writer, orca::WriterOptions options)
-      : writer_(std::move(writer)), options_(options) {}
+  // What the writer's directory hook shares with the publisher: a moved
+  // publisher keeps the same state.
+  struct State {
+    std::string dir;
+    bool refuse_unsafe = true;
+    std::shared_ptr<DirectoryLock> lock;
+    bool replaced = false;
+  };
+  OrcaDirPublisher(orca::ReportFileWriter writer, std::shared_ptr<State> state)
+      : writer_(std::move(writer)), state_(std::move(state)) {}
   orca::ReportFileWriter writer_;
-  orca::WriterOptions options_;
+  std::shared_ptr<State> state_;
   std::string name_;  // reused file-name buffer
 };
 

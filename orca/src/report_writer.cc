@@ -38,17 +38,37 @@ int write_all(int fd, std::string_view bytes) {
 
 }  // namespace
 
+namespace {
+
+// The file a temporary name ".<file>.<pid>.tmp" or ".<file>.<pid>.1.tmp" is
+// for; empty when `entry` is not such a name.
+std::string_view temporary_target(std::string_view entry) {
+  if (entry.size() < 8 || entry.front() != '.' || !entry.ends_with(".tmp")) return {};
+  const std::string_view body = entry.substr(1, entry.size() - 5);  // "<file>.<pid>[.1]"
+  for (bool second : {true, false}) {
+    std::string_view t = body;
+    if (second) {
+      if (!t.ends_with(".1")) continue;
+      t.remove_suffix(2);
+    }
+    const auto dot = t.rfind('.');
+    if (dot == std::string_view::npos || dot == 0) continue;
+    const std::string_view pid = t.substr(dot + 1);
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string_view::npos) continue;
+    return t.substr(0, dot);
+  }
+  return {};
+}
+
+}  // namespace
+
 bool is_temporary_name(std::string_view entry, std::string_view name) {
-  if (entry.size() <= 5 || entry.front() != '.' || !entry.ends_with(".tmp")) return false;
-  if (name.empty()) return true;
-  entry.remove_prefix(1);
-  if (!entry.starts_with(name)) return false;
-  entry.remove_prefix(name.size());
-  if (!entry.starts_with('.') || entry.size() < 5 + 1) return false;
-  // "<pid>", or "<pid>.1" (the second name, when the first is blocked).
-  std::string_view pid = entry.substr(1, entry.size() - 5);
-  if (pid.ends_with(".1")) pid.remove_suffix(2);
-  return !pid.empty() && pid.find_first_not_of("0123456789") == std::string_view::npos;
+  return !name.empty() && temporary_target(entry) == name;
+}
+
+bool is_temporary_name_with_suffix(std::string_view entry, std::string_view suffix) {
+  const std::string_view target = temporary_target(entry);
+  return !suffix.empty() && target.size() > suffix.size() && target.ends_with(suffix);
 }
 
 ReportFileWriter::ReportFileWriter(std::string dir, int dirfd, WriterOptions options)
@@ -70,8 +90,8 @@ ReportFileWriter::ReportFileWriter(ReportFileWriter&& o) noexcept
     : dir_(std::move(o.dir_)), dirfd_(o.dirfd_), dev_(o.dev_), ino_(o.ino_), options_(o.options_),
       buffer_(std::move(o.buffer_)), tmp_name_(std::move(o.tmp_name_)),
       final_name_(std::move(o.final_name_)), tmp_suffix_(std::move(o.tmp_suffix_)),
-      writes_(o.writes_), check_directory_(o.check_directory_), mode_known_(o.mode_known_),
-      need_fchmod_(o.need_fchmod_) {
+      on_new_directory_(std::move(o.on_new_directory_)), writes_(o.writes_),
+      check_directory_(o.check_directory_), mode_known_(o.mode_known_), need_fchmod_(o.need_fchmod_) {
   o.dirfd_ = -1;
 }
 
@@ -87,6 +107,7 @@ ReportFileWriter& ReportFileWriter::operator=(ReportFileWriter&& o) noexcept {
     tmp_name_ = std::move(o.tmp_name_);
     final_name_ = std::move(o.final_name_);
     tmp_suffix_ = std::move(o.tmp_suffix_);
+    on_new_directory_ = std::move(o.on_new_directory_);
     writes_ = o.writes_;
     check_directory_ = o.check_directory_;
     mode_known_ = o.mode_known_;
@@ -111,6 +132,12 @@ Result<void> ReportFileWriter::ensure_directory_current() {
     int e = errno;
     ::close(fd);
     return system_error(e, "stat directory " + dir_);
+  }
+  if (on_new_directory_) {
+    if (auto hooked = on_new_directory_(fd); !hooked) {
+      ::close(fd);
+      return hooked;
+    }
   }
   ::close(dirfd_);
   dirfd_ = fd;
@@ -197,8 +224,11 @@ Result<void> ReportFileWriter::write_bytes(std::string_view name, std::string_vi
   return {};
 }
 
-int ReportFileWriter::remove_stale_temporaries(std::string_view name) {
-  int fd = ::openat(dirfd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+namespace {
+
+template <class Match>
+int remove_matching(int dirfd, Match match) {
+  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return 0;
   DIR* d = ::fdopendir(fd);
   if (d == nullptr) {
@@ -207,11 +237,22 @@ int ReportFileWriter::remove_stale_temporaries(std::string_view name) {
   }
   int removed = 0;
   while (struct dirent* e = ::readdir(d)) {
-    std::string_view n = e->d_name;
-    if (is_temporary_name(n, name) && ::unlinkat(dirfd_, e->d_name, 0) == 0) ++removed;
+    // unlinkat without AT_REMOVEDIR removes a file or a symlink, never a
+    // directory (nor follows a symlink to one).
+    if (match(std::string_view(e->d_name)) && ::unlinkat(dirfd, e->d_name, 0) == 0) ++removed;
   }
   ::closedir(d);
   return removed;
+}
+
+}  // namespace
+
+int ReportFileWriter::remove_stale_temporaries(std::string_view name) {
+  return remove_matching(dirfd_, [name](std::string_view n) { return is_temporary_name(n, name); });
+}
+
+int ReportFileWriter::remove_stale_temporaries_with_suffix(std::string_view suffix) {
+  return remove_matching(dirfd_, [suffix](std::string_view n) { return is_temporary_name_with_suffix(n, suffix); });
 }
 
 }  // namespace headroom::orca

@@ -1355,7 +1355,8 @@ TEST(EndpointEbpf, UnprivilegedUserIsExplainedOnceAndNodeGoesOn) {
   TempDir dir(testing::tmpfs_base());
   const auto config = dir.write("headroom.toml", "[agent]\ninterval = \"100ms\"\n");
   dir.mkdir("orca");
-  ::chmod((dir / "orca").c_str(), 0777);
+  // Owned by the user the daemon runs as: a directory others can write into is refused.
+  ASSERT_EQ(::chown((dir / "orca").c_str(), 65534, 65534), 0);
   ::chmod(config.c_str(), 0644);
   ::chmod(dir.path().c_str(), 0755);
   testing::ProcessOptions as_nobody;

@@ -177,14 +177,67 @@ TEST(ReportFileWriter, FollowsThePathWhenTheDirectoryIsRenamedAway) {
   EXPECT_LE(seq, 2u + 16u);
 }
 
-TEST(ReportFileWriter, RemovesStaleTemporaries) {
+TEST(ReportFileWriter, RemovesOnlyItsOwnStaleTemporaries) {
   TempDir dir;
   dir.write(".node.orca.12345.tmp", "partial");
+  dir.write(".endpoint.api.orca.7.1.tmp", "partial");
+  dir.write(".envoy.12.tmp", "another writer's file");
+  dir.write(".editor.tmp", "another program's");
+  dir.write(".node.orca.tmp", "no pid: not a name this writer makes");
   dir.write("keep.orca", "x");
   auto w = ReportFileWriter::open(dir.path());
   ASSERT_TRUE(w);
-  EXPECT_EQ(w->remove_stale_temporaries(), 1);
-  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"keep.orca"});
+  EXPECT_EQ(w->remove_stale_temporaries("node.orca"), 1);
+  EXPECT_EQ(w->remove_stale_temporaries_with_suffix(".orca"), 1);
+  EXPECT_EQ(entries(dir.path()),
+            (std::vector<std::string>{".editor.tmp", ".envoy.12.tmp", ".node.orca.tmp", "keep.orca"}));
+}
+
+TEST(ReportFileWriter, TemporaryNamesAreExactlyTheWritersOwn) {
+  EXPECT_TRUE(is_temporary_name(".node.orca.1.tmp", "node.orca"));
+  EXPECT_TRUE(is_temporary_name(".node.orca.4242.1.tmp", "node.orca"));
+  EXPECT_FALSE(is_temporary_name(".node.orca.x1.tmp", "node.orca"));
+  EXPECT_FALSE(is_temporary_name(".node.orca..tmp", "node.orca"));
+  EXPECT_FALSE(is_temporary_name(".xnode.orca.1.tmp", "node.orca"));
+  EXPECT_FALSE(is_temporary_name(".node.orca.1.tmp", ""));
+  EXPECT_TRUE(is_temporary_name_with_suffix(".endpoint.web.orca.99.tmp", ".orca"));
+  EXPECT_TRUE(is_temporary_name_with_suffix(".node.orca.99.1.tmp", ".orca"));
+  EXPECT_FALSE(is_temporary_name_with_suffix("..orca.99.tmp", ".orca"));  // no file name before the suffix
+  EXPECT_FALSE(is_temporary_name_with_suffix(".headroomd.lock", ".orca"));
+  EXPECT_FALSE(is_temporary_name_with_suffix(".something.tmp", ".orca"));
+  EXPECT_FALSE(is_temporary_name_with_suffix(".report.json.99.tmp", ".orca"));
+  EXPECT_FALSE(is_temporary_name_with_suffix("node.orca.99.tmp", ".orca"));
+}
+
+TEST(ReportFileWriter, ANewDirectoryIsHandedToTheHookBeforeAnythingIsWrittenIntoIt) {
+  TempDir parent;
+  const std::string d = parent / "orca";
+  std::filesystem::create_directory(d);
+  auto w = ReportFileWriter::open(d);
+  ASSERT_TRUE(w);
+  int calls = 0;
+  bool refuse = true;
+  w->on_new_directory([&](int dirfd) -> Result<void> {
+    ++calls;
+    struct stat st{};
+    EXPECT_EQ(::fstat(dirfd, &st), 0);
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    if (refuse) return logic_error("not this one");
+    return {};
+  });
+  ASSERT_TRUE(w->write("node.orca", sample_report(1)));
+  EXPECT_EQ(calls, 0);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directory(d);
+  auto r = w->write("node.orca", sample_report(2));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "not this one");
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(entries(d).empty()) << "written into a directory the hook refused";
+  refuse = false;
+  ASSERT_TRUE(w->write("node.orca", sample_report(3)));
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(metadata_of(*read_report_file(d + "/node.orca"))->seq, 3u);
 }
 
 TEST(ReportReader, RejectsOversizedTruncatedAndGarbageFiles) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -18,10 +19,14 @@ struct WriterOptions {
   bool fsync = false;  // fsync file and directory; buys nothing on tmpfs (/run)
 };
 
-// Whether `entry` is a temporary this class leaves behind when killed
-// mid-write: any ".*.tmp", or with `name` only ".<name>.<pid>.tmp" and
+// Whether `entry` is a temporary name this class makes for the file `name`,
+// and so may leave behind when killed mid-write: ".<name>.<pid>.tmp" or
 // ".<name>.<pid>.1.tmp".
-bool is_temporary_name(std::string_view entry, std::string_view name = {});
+bool is_temporary_name(std::string_view entry, std::string_view name);
+// Whether `entry` is a temporary name this class makes for some file whose
+// name ends with `suffix` (".orca": ".node.orca.<pid>.tmp",
+// ".endpoint.api.orca.<pid>.1.tmp"). Other programs' ".*.tmp" never match.
+bool is_temporary_name_with_suffix(std::string_view entry, std::string_view suffix);
 
 // Writes files so that a reader sees either the previous or the new content,
 // never a mix: the bytes go to a temporary file in the same directory
@@ -48,12 +53,25 @@ class ReportFileWriter {
   // Publishes raw bytes under `name`.
   Result<void> write_bytes(std::string_view name, std::string_view bytes);
 
-  // Removes temporary files left by a writer that crashed mid-write: every
-  // one in the directory, or with `name` only that file's (a directory shared
-  // with other programs). Returns how many were removed.
-  int remove_stale_temporaries(std::string_view name = {});
+  // Removes temporary files left by a writer that crashed mid-write: those
+  // of the file `name` only, or of every file ending with `suffix`. Only
+  // names this class makes (is_temporary_name): another program's
+  // temporaries in a shared directory stay. Returns how many were removed.
+  // Remove only while no other writer can be writing into the directory.
+  int remove_stale_temporaries(std::string_view name);
+  int remove_stale_temporaries_with_suffix(std::string_view suffix);
+
+  // Called with a descriptor of the directory the path names now, when it
+  // is no longer the one the writer had (removed and made again, renamed
+  // away, replaced), before anything is written into it. An error keeps the
+  // writer off the new directory: the write fails with it, and the next
+  // write looks again.
+  using DirectoryHook = std::function<Result<void>(int dirfd)>;
+  void on_new_directory(DirectoryHook hook) { on_new_directory_ = std::move(hook); }
 
   const std::string& dir() const { return dir_; }
+  // The descriptor of the directory written into (owned by the writer).
+  int directory_fd() const { return dirfd_; }
 
  private:
   ReportFileWriter(std::string dir, int dirfd, WriterOptions options);
@@ -68,6 +86,7 @@ class ReportFileWriter {
   std::string tmp_name_;    // reused name buffers
   std::string final_name_;
   std::string tmp_suffix_;  // ".<pid>.tmp", fixed at open: one writer per process
+  DirectoryHook on_new_directory_;
   unsigned writes_ = 0;
   bool check_directory_ = false;  // verify the path still names our directory
   bool mode_known_ = false;       // whether the umask leaves options_.mode intact is known
