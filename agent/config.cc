@@ -203,6 +203,12 @@ class Walker {
     bool ok = true;
     for (std::size_t i = 0; i < arr->size(); ++i) {
       const std::string ekey = key + "[" + std::to_string(i) + "]";
+      if (i >= kMaxEnvoyBridges) {
+        reader_.error(*arr->get(i), ekey,
+                      "is entry number " + std::to_string(i + 1) + "; at most " + std::to_string(kMaxEnvoyBridges) +
+                          " [[envoy]] entries are supported (each rewrites its file every interval); remove some");
+        return;
+      }
       EnvoyBridgeConfig c;
       if (!entry(section, *arr->get(i), ekey, nullptr, &c)) {
         ok = false;

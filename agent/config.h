@@ -56,6 +56,16 @@ inline constexpr std::size_t kMaxEndpoints = 256;          // the eBPF maps are 
 inline constexpr std::size_t kMaxPathsPerPort = 16;        // endpoints with a path on one port
 inline constexpr std::size_t kMaxEndpointPathBytes = 63;   // path prefix length
 inline constexpr std::size_t kMaxEndpointNameBytes = 64;
+// target and max: the kernel's histogram resolves latencies up to 2^39 ns
+// (about 9 minutes), and a stopped service shows as late only once its
+// requests pass the threshold; beyond 10 minutes neither says anything.
+inline constexpr std::chrono::nanoseconds kMaxEndpointLatency = std::chrono::minutes(10);
+// [[envoy]] entries: each rewrites a file every interval.
+inline constexpr std::size_t kMaxEnvoyBridges = 64;
+// Every path key: the longest file the agent writes below it (a temporary
+// "." + name + ".XXXXXX") must fit PATH_MAX (4096), each component NAME_MAX.
+inline constexpr std::size_t kMaxPathBytes = 3840;
+inline constexpr std::size_t kMaxPathComponentBytes = 255;
 
 // Signal keys of an endpoint report's utilization map.
 using orca::kSignalConcurrency;

@@ -120,12 +120,22 @@ std::optional<ConfigError> check_max_concurrency(std::int64_t n, std::string_vie
 }
 
 std::optional<ConfigError> check_endpoint_target(std::chrono::nanoseconds target) {
+  if (target > kMaxEndpointLatency)
+    return problem("must be at most " + quote(format_duration(kMaxEndpointLatency)) + ", got " +
+                   quote(format_duration(target)) +
+                   "; a stopped service shows as late only after target, and latencies above about 9 minutes are "
+                   "beyond the probe's histogram");
   if (target.count() > 0) return std::nullopt;
   return problem("must be greater than 0, got " + quote(format_duration(target)) +
                  "; give the latency the endpoint aims for, e.g. \"10ms\"");
 }
 
 std::optional<ConfigError> check_endpoint_max(std::chrono::nanoseconds max, std::chrono::nanoseconds target) {
+  if (max > kMaxEndpointLatency)
+    return problem("must be at most " + quote(format_duration(kMaxEndpointLatency)) + ", got " +
+                   quote(format_duration(max)) +
+                   "; a stopped service shows as over max only after max, and latencies above about 9 minutes are "
+                   "beyond the probe's histogram");
   if (max >= target) return std::nullopt;
   return problem("must be at least target (" + quote(format_duration(target)) + "), got " +
                  quote(format_duration(max)) +
@@ -279,6 +289,26 @@ std::variant<std::string, ConfigError> envoy_file_path(const std::string& absolu
     return problem("names ending in \".orca\" are reserved for the ORCA report files; use another name, e.g. " +
                    std::string(example));
   return normal.string();
+}
+
+// ---------------------------------------------------------------------------
+// Paths
+
+std::optional<ConfigError> check_path_length(std::string_view path) {
+  if (path.size() > kMaxPathBytes)
+    return problem("is " + std::to_string(path.size()) + " bytes long; at most " + std::to_string(kMaxPathBytes) +
+                   " are allowed (the files written below it must fit the system's 4096-byte path limit)");
+  std::size_t start = 0;
+  while (start < path.size()) {
+    std::size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    if (end - start > kMaxPathComponentBytes)
+      return problem("has a component of " + std::to_string(end - start) + " bytes (" +
+                     quote(std::string(path.substr(start, 16)) + "...") + "); a file or directory name is at most " +
+                     std::to_string(kMaxPathComponentBytes) + " bytes");
+    start = end + 1;
+  }
+  return std::nullopt;
 }
 
 // ---------------------------------------------------------------------------

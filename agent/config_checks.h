@@ -56,6 +56,10 @@ std::optional<ConfigError> check_envoy_value_signal(std::string_view value, cons
 // An absolute path -> the normalized file name the bridge writes.
 std::variant<std::string, ConfigError> envoy_file_path(const std::string& absolute, std::string_view example);
 
+// -- paths --
+// At most kMaxPathBytes, each component at most kMaxPathComponentBytes.
+std::optional<ConfigError> check_path_length(std::string_view path);
+
 // -- [agent] timing --
 std::optional<ConfigError> check_interval(std::chrono::nanoseconds interval, std::string_view shown);
 std::optional<ConfigError> check_smoothing(std::chrono::nanoseconds smoothing, std::string_view shown);

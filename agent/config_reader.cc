@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "agent/config_checks.h"
 #include "agent/config_keys.h"
 #include "agent/config_messages.h"
 #include "agent/duration.h"
@@ -159,6 +160,10 @@ std::optional<std::string> KeyValue::absolute_path(std::string_view example) con
   if (p.front() != '/') {
     // The daemon's working directory is "/", but say what is meant.
     fail("must be an absolute path, got " + quote(p) + "; write " + quote("/" + p));
+    return std::nullopt;
+  }
+  if (auto err = check_path_length(p)) {
+    fail(std::move(*err));
     return std::nullopt;
   }
   return p;

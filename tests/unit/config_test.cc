@@ -187,7 +187,42 @@ TEST_P(ConfigErrors, ReportsKeyPlaceAndMessage) {
   expect_error_case(c);
 }
 
+// "[[envoy]]" entries, n of them, two lines each.
+std::string envoy_entries(int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += "[[envoy]]\nfile = \"/run/e/p" + std::to_string(i) + "\"\n";
+  return out;
+}
+
+// An absolute path of `bytes` bytes made of 100-byte components.
+std::string long_path(std::size_t bytes) {
+  std::string p;
+  while (p.size() < bytes) p += "/" + std::string(99, 'd');
+  return p.substr(0, bytes);
+}
+
 const ErrorCase kErrorCases[] = {
+    // Bounds that would hurt: paths the files below them cannot fit in, too
+    // many bridges to rewrite every interval.
+    {"OrcaDirTooLong", "[agent]\norca_dir = \"" + long_path(3841) + "\"\n", "agent.orca_dir", 2, 12,
+     {"3841 bytes long; at most 3840"}},
+    {"OrcaDirComponentTooLong", "[agent]\norca_dir = \"/run/" + std::string(256, 'x') + "\"\n", "agent.orca_dir", 2, 12,
+     {"a component of 256 bytes", "at most 255"}},
+    {"ProcRootTooLong", "[agent]\nproc_root = \"" + long_path(5000) + "\"\n", "agent.proc_root", 2, 13,
+     {"5000 bytes long"}},
+    {"EnvoyFileDirComponentTooLong", "[[envoy]]\nfile = \"/" + std::string(300, 'e') + "/p\"\n", "envoy[0].file", 2, 8,
+     {"a component of 300 bytes"}},
+    {"TextfileTooLong", "[prometheus]\ntextfile = \"" + long_path(4000) + ".prom\"\n", "prometheus.textfile", 2, 12,
+     {"bytes long; at most 3840"}},
+    {"EnvoyTooManyEntries", envoy_entries(65), "envoy[64]", 129, 1, {"at most 64 [[envoy]] entries"}},
+    {"OobMaxStreamsZero", "[oob]\nmax_streams = 0\n", "oob.max_streams", 2, 15, {"must be from 1 to 100000, got 0"}},
+    {"OobMaxStreamsHuge", "[oob]\nmax_streams = 1000000000\n", "oob.max_streams", 2, 15, {"got 1000000000"}},
+    {"TextfileIntervalTooShort", "[prometheus]\ntextfile_interval = \"1ms\"\n", "prometheus.textfile_interval", 2, 21,
+     {"must be at least \"100ms\""}},
+    {"PrometheusPortZero", "[prometheus]\nlisten = \"127.0.0.1:0\"\n", "prometheus.listen", 2, 10,
+     {"must be a number from 1 to 65535"}},
+    {"OobPortZero", "[oob]\nlisten = [\"127.0.0.1:0\"]\n", "oob.listen[0]", 2, 11, {"from 1 to 65535"}},
+
     // Syntax: toml++'s description and place.
     {"SyntaxUnclosedHeader", "[agent\ninterval = \"1s\"\n", "", 1, 7, {"TOML syntax error", "]"}},
     {"SyntaxMissingValue", "[agent]\ninterval =\n", "", 2, 11, {"TOML syntax error"}},
@@ -339,6 +374,14 @@ const ErrorCase kErrorCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Table, ConfigErrors, ::testing::ValuesIn(kErrorCases),
                          [](const ::testing::TestParamInfo<ErrorCase>& p) { return std::string(p.param.name); });
+
+TEST(ConfigBounds, AtTheLimitsIsAccepted) {
+  const Config c = must_parse("[agent]\norca_dir = \"" + long_path(3840) + "\"\n" + envoy_entries(64));
+  EXPECT_EQ(c.orca_dir.size(), 3840u);
+  EXPECT_EQ(c.envoy.size(), 64u);
+  const Config e = must_parse("[[endpoint]]\nname = \"a\"\nport = 1\ntarget = \"10m\"\nmax = \"10m\"\n");
+  EXPECT_EQ(e.endpoints.at(0).max, std::chrono::minutes(10));
+}
 
 TEST(ConfigErrorFormat, ToString) {
   const ConfigError e = must_fail("[agent]\ninterval = 100\n");

@@ -112,10 +112,10 @@ max = "1.5ms"
 
 TEST(EndpointConfigValues, InlineTablesAndBounds) {
   const Config c = must_parse(
-      "endpoint = [{ name = \"a\", port = 1, target = \"1ns\", max = \"1h\", max_concurrency = 1000000 },\n"
+      "endpoint = [{ name = \"a\", port = 1, target = \"1ns\", max = \"10m\", max_concurrency = 1000000 },\n"
       "            { name = \"b\", port = 1, path = \"/\", target = \"1s\", max = \"2s\", max_concurrency = 1 }]\n");
   ASSERT_EQ(c.endpoints.size(), 2u);
-  EXPECT_EQ(c.endpoints[0], (EndpointConfig{"a", 1, "", 1ns, 1h, 1000000}));
+  EXPECT_EQ(c.endpoints[0], (EndpointConfig{"a", 1, "", 1ns, 10min, 1000000}));
   EXPECT_EQ(c.endpoints[1], (EndpointConfig{"b", 1, "/", 1s, 2s, 1}));
 }
 
@@ -266,6 +266,15 @@ const ErrorCase kErrorCases[] = {
     {"DuplicatePortWithoutPath", table("a", 80) + table("b", 80), "endpoint[1].port", 8, 8,
      {"port 80 already has an endpoint without a path (endpoint[0] at line 1)",
       "give one of them a path"}},
+    // Bounds that would hurt: a threshold no request can be judged against.
+    {"TargetAboveTenMinutes", "[[endpoint]]\nname = \"a\"\nport = 80\ntarget = \"11m\"\nmax = \"11m\"\n",
+     "endpoint[0].target", 4, 10, {"must be at most \"10m\", got \"11m\"", "histogram"}},
+    {"MaxAboveTenMinutes", "[[endpoint]]\nname = \"a\"\nport = 80\ntarget = \"1s\"\nmax = \"1h\"\n",
+     "endpoint[0].max", 5, 7, {"must be at most \"10m\", got \"1h\""}},
+    {"MaxHugeDuration", "[[endpoint]]\nname = \"a\"\nport = 80\ntarget = \"1s\"\nmax = \"2000000h\"\n",
+     "endpoint[0].max", 5, 7, {"must be at most \"10m\""}},
+    {"MaxConcurrencyHuge", table("a", 80, "max_concurrency = 4294967297\n"), "endpoint[0].max_concurrency", 6, 19,
+     {"must be in 1..1000000, got 4294967297"}},
     {"DuplicatePortAndPath", table("a", 80, "path = \"/x\"\n") + table("b", 81, "path = \"/x\"\n") +
                                  table("c", 80, "path = \"/x\"\n"),
      "endpoint[2].path", 18, 8, {"duplicate port 80 and path \"/x\" (already used by endpoint[0] at line 1)"}},
@@ -388,6 +397,10 @@ const FlagErrorCase kFlagErrorCases[] = {
     {"PortTrailingJunk", "name=api,port=80x,target=1ms,max=2ms", {"port: expected an integer", "\"80x\""}},
     {"PortPlusSign", "name=api,port=+80,target=1ms,max=2ms", {"port: expected an integer"}},
     {"MaxBelowTarget", "name=api,port=80,max=1ms,target=10ms", {"max: must be at least target (\"10ms\"), got \"1ms\""}},
+    {"TargetAboveTenMinutes", "name=api,port=80,target=1h,max=1h", {"target: must be at most \"10m\", got \"1h\""}},
+    {"MaxAboveTenMinutes", "name=api,port=80,target=1s,max=601s", {"max: must be at most \"10m\", got \"601s\""}},
+    {"PortZero", "name=api,port=0,target=1ms,max=2ms", {"port: must be a TCP port in 1..65535, got 0"}},
+    {"MaxConcurrencyZero", "name=api,port=80,target=1ms,max=2ms,max_concurrency=0", {"max_concurrency: must be in 1..1000000"}},
     {"TargetBadUnit", "name=api,port=80,target=10sec,max=1m", {"target: invalid duration \"10sec\"", "unknown unit"}},
     {"EmptyName", "name=,port=80,target=1ms,max=2ms", {"name: must not be empty"}},
     {"MaxConcurrencyNotNumber", "name=api,port=80,target=1ms,max=2ms,max_concurrency=many",
