@@ -509,7 +509,7 @@ class DirectoryFaultsTest(unittest.TestCase):
         fds_before = d.fds()
         seq_before = reader.seq()
         other = Proc("headroomd-second", [HEADROOMD, "--config", d.config, "--no-ebpf"], self.tmp, self)
-        code = other.wait(3)
+        code = other.wait(5)
         if code is None:
             other.stop()
         err = other.err()
@@ -577,6 +577,60 @@ class DirectoryFaultsTest(unittest.TestCase):
                 self.assertEqual(f.read(), text)
             os.unlink(os.path.join(self.orca, name))
         self.finish("start-up cleaning", d, reader)
+
+    def test_10_reload_keeps_the_lock(self):
+        d, reader = self.start()
+        fds_before = d.fds()
+
+        def reload(extra, what):
+            mark = d.line_count()
+            with open(d.config, "a") as f:
+                f.write(extra)
+            d.proc.signal(signal.SIGHUP)
+            wait_until(lambda: any("configuration reloaded" in t or "reload rejected" in t for _, t in d.lines(mark)),
+                       5, f"the reload ({what})")
+            lines = d.lines(mark)
+            self.assertEqual([x for x in lines if x[0] in ("warning", "error", "critical")], [], f"{what}: {lines}")
+            return lines
+
+        # Same directory: the new pipeline's publisher shares the running one's lock.
+        reload('smoothing = "400ms"\n', "same directory")
+        d.wait_publishing(reader)
+        other = Proc("headroomd-second", [HEADROOMD, "--config", self._config("second", ""), "--no-ebpf"], self.tmp,
+                     self)
+        code = other.wait(10)
+        if code is None:
+            other.stop()
+        self.assertEqual(code, 73, f"after a reload that keeps the directory, the lock must still be held: "
+                                   f"{tail(other.err())}")
+        self.assertIn(f"pid {d.pid}", other.err())
+        self.assertEqual(d.fds(), fds_before, "a reload that keeps the directory left a descriptor behind")
+        # Another directory: locked; the old one's lock released with the old pipeline.
+        moved = os.path.join(self.tmp, "orca2")
+        with open(d.config) as f:
+            text = f.read().replace(toml_string(self.orca), toml_string(moved))
+        with open(d.config, "w") as f:
+            f.write(text)
+        reload("", "another directory")
+        wait_until(lambda: os.path.exists(os.path.join(moved, "node.orca")), 5, "node.orca in the new directory")
+        reader.check(self, "reload")  # the old directory gets another writer now
+        released = Proc("headroomd-old-dir", [HEADROOMD, "--config", self._config("old", ""), "--no-ebpf"], self.tmp,
+                        self)
+
+        def started():
+            if not released.alive():
+                raise Fatal(f"the old directory's lock was not released: {tail(released.err())}")
+            r = orca_oob.read_report_file(os.path.join(self.orca, "node.orca"))
+            return r["named_metrics"]["headroom.seq"] <= 3  # its own first reports, not the moved agent's
+        wait_until(started, 5, "another agent publishing into the old directory")
+        time.sleep(0.3)
+        self.assertTrue(released.alive(), f"the old directory's lock was not released: {tail(released.err())}")
+        released.stop()
+        fds_after = d.fds()
+        figure(f"reload: same directory kept the lock (second agent exit {code}); after moving to another "
+               f"directory the old one was free; fds {fds_before} -> {fds_after}")
+        self.assertEqual(fds_after, fds_before, "the old directory's descriptors were not closed")
+        d.stop_cleanly()
 
 
 def main():
