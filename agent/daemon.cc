@@ -151,6 +151,7 @@ int run_daemon(const DaemonOptions& options) {
                format_duration(config.interval), config.orca_dir);
   agent.tick();  // baseline for the rates
   bool ready = false;
+  std::string status_sent;  // STATUS= is sent again only when it changes
   pollfd fds[2] = {{tfd, POLLIN, 0}, {sfd, POLLIN, 0}};
   watchdog.start(monotonic_ns());
   for (;;) {
@@ -163,11 +164,19 @@ int run_daemon(const DaemonOptions& options) {
     if (n <= 0) continue;
     if (fds[0].revents & POLLIN) {
       uint64_t expirations = 0;
+      // However many intervals passed (a stopped process, a slow tick), one
+      // tick: no burst of catch-up reports.
       if (::read(tfd, &expirations, sizeof expirations) > 0) {
         const bool published = agent.tick();
         if (published && !ready) {
           ready = true;
-          notify("READY=1\n" + status_line(agent));
+          status_sent = status_line(agent);
+          notify("READY=1\n" + status_sent);
+        } else if (std::string s = status_line(agent); s != status_sent) {
+          // A publisher that starts or stops failing, a probe whose reads
+          // fail: said in STATUS= when it changes (not every tick).
+          status_sent = std::move(s);
+          notify(status_sent);
         }
         watchdog.ping(monotonic_ns());
       }
@@ -178,15 +187,20 @@ int run_daemon(const DaemonOptions& options) {
         if (si.ssi_signo == SIGHUP) {
           notify("RELOADING=1");
           spdlog::info("SIGHUP: reloading {}", options.config_path);
+          // Nothing changes until the whole new pipeline is built: the log
+          // level, the timer and the running pipeline stay as they are when
+          // the reload is rejected (an invalid file) or fails (a valid file
+          // that cannot be put in place: an address taken, a probe that
+          // cannot attach).
           auto next = load_effective_config(options);
           if (auto* e = std::get_if<ConfigError>(&next)) {
             spdlog::error("reload rejected, the running configuration stays in force: {}", e->to_string());
-            agent.reload_rejected();
+            agent.reload_failed("rejected: " + e->to_string());
           } else {
-            auto rebuilt = build_pipeline(std::get<Config>(std::move(next)), &agent.config());
+            auto rebuilt = build_reload(std::get<Config>(std::move(next)), agent);
             if (auto* be = std::get_if<BuildError>(&rebuilt)) {
-              spdlog::error("reload rejected, the running configuration stays in force: {}", be->message);
-              agent.reload_rejected();
+              spdlog::error("reload failed, the running configuration stays in force: {}", be->message);
+              agent.reload_failed(be->message);
             } else {
               auto& p = std::get<Pipeline>(rebuilt);
               announce(p);
@@ -197,7 +211,9 @@ int run_daemon(const DaemonOptions& options) {
               spdlog::info("configuration reloaded");
             }
           }
-          notify("READY=1\n" + status_line(agent));
+          status_sent = status_line(agent);
+          notify("READY=1\n" + status_sent);
+          watchdog.ping_if_due(monotonic_ns());
         } else {
           spdlog::info("{}: publishing a final report and stopping", strsignal(static_cast<int>(si.ssi_signo)));
           notify("STOPPING=1");

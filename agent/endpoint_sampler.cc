@@ -4,8 +4,14 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <utility>
 
 namespace headroom::agent {
+
+EndpointSampler::EndpointSampler(const Config& config, Reader read) : read_(std::move(read)) {
+  const std::size_t window = window_intervals(config.interval, config.smoothing);
+  for (const auto& e : config.endpoints) endpoints_.push_back({e, EndpointWindow(window), std::nullopt, false});
+}
 
 EndpointSampler::EndpointSampler(const Config& config) {
   const std::size_t window = window_intervals(config.interval, config.smoothing);
@@ -36,6 +42,9 @@ EndpointSampler::EndpointSampler(const Config& config) {
     }
     options.programs = *programs;
   }
+  // HEADROOM_TEST_EBPF_READ_FAULT=FILE: while FILE exists, every read of
+  // the maps fails (tests of a failing read, docs/endpoints.md).
+  if (const char* fault = std::getenv("HEADROOM_TEST_EBPF_READ_FAULT")) options.fail_reads_while = fault;
   auto probe = probes::EndpointProbe::open(specs, options);
   if (!probe) {
     fail(probe.error().message);
@@ -50,29 +59,69 @@ EndpointSampler::EndpointSampler(const Config& config) {
                probe_->traced_processes());
 }
 
-void EndpointSampler::fail(const std::string& why) {
-  unavailable_ = why;
+void EndpointSampler::fail(const std::string& why) { unavailable_ = why; }
+
+void EndpointSampler::announce() const {
+  if (!failed()) return;
   spdlog::error("endpoint latency signals unavailable: {}. The node's signals are still published; the endpoint "
                 "reports carry headroom.ebpf.unavailable = 1",
-                why);
+                unavailable_);
 }
 
 std::string EndpointSampler::status() const {
   if (endpoints_.empty()) return "no endpoints";
-  if (probe_) return "eBPF on (" + probe_->attach_kind() + ")";
-  return off_ ? "eBPF off" : "eBPF unavailable";
+  if (!running()) return off_ ? "eBPF off" : "eBPF unavailable";
+  std::string s = "eBPF on (" + (probe_ ? probe_->attach_kind() : std::string("test")) + ")";
+  if (read_failing()) s += ", reading its maps failing since " + utc_time(read_failing_since_ms_) + ": " + read_error_;
+  if (table_full()) s += ", in-flight table full";
+  return s;
+}
+
+Result<void> EndpointSampler::read(probes::EndpointSnapshot& into) {
+  return probe_ ? probe_->read(into) : read_(into);
+}
+
+void EndpointSampler::note_table(const probes::EndpointSnapshot& s) {
+  if (s.table_size == 0) return;
+  // Full from 7/8: the socket set's slots are searched 8 at a time from a
+  // hashed position, so about a third of new requests find no room there
+  // (it never fills beyond about 93 %); the syscall set's map loses
+  // requests only at 100 %. Not full again below 3/4, so that a table at
+  // the edge does not log every tick.
+  if (s.table_used * 8 >= s.table_size * 7) {
+    table_latch_.fail(spdlog::level::warn,
+                      "the eBPF in-flight table is full ({} of {} requests): requests that find no room in it are "
+                      "not counted by the endpoint signals until it drains",
+                      s.table_used, s.table_size);
+  } else if (s.table_used * 4 < s.table_size * 3) {
+    table_latch_.ok("the eBPF in-flight table has room again ({} of {} requests)", s.table_used, s.table_size);
+  }
 }
 
 void EndpointSampler::sample(int64_t monotonic_ns) {
   (void)monotonic_ns;  // the snapshot carries the kernel clock's time
   for (auto& e : endpoints_) e.counted = false;
-  if (!probe_) return;
-  if (auto r = probe_->read(cur_); !r) {
-    fail("reading the eBPF maps failed: " + r.error().message);
-    probe_.reset();
+  if (!running()) return;
+  if (auto r = read(cur_); !r) {
+    // The probe stays: a read that failed once may succeed next tick. prev_
+    // stays the last good snapshot; this tick's endpoints are unavailable.
+    ++failed_reads_;
+    if (read_latch_.fail(spdlog::level::err,
+                         "reading the eBPF maps failed: {}. The endpoint reports carry headroom.ebpf.unavailable = 1 "
+                         "until a read succeeds; retrying every interval",
+                         r.error().message)) {
+      read_error_ = r.error().message;
+      read_failing_since_ms_ = unix_ms_now();
+    }
     for (auto& e : endpoints_) e.signals.reset();
     return;
   }
+  if (read_latch_.ok("reading the eBPF maps works again after {} failed read(s); the endpoint signals are back",
+                     failed_reads_)) {
+    failed_reads_ = 0;
+    read_error_.clear();
+  }
+  note_table(cur_);
   if (have_prev_) {
     for (std::size_t i = 0; i < endpoints_.size(); ++i) {
       const auto& a = prev_.endpoints[i];

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "agent/config.h"
 #include "agent/endpoint_signals.h"
+#include "agent/state_log.h"
 #include "probes/endpoint_probe.h"
 
 namespace headroom::agent {
@@ -23,8 +25,15 @@ class EndpointSampler {
  public:
   // Never fails: a probe that cannot load leaves unavailable() set.
   explicit EndpointSampler(const Config& config);
+  // Tests: the snapshots come from `read` instead of a probe (none is loaded).
+  using Reader = std::function<Result<void>(probes::EndpointSnapshot&)>;
+  EndpointSampler(const Config& config, Reader read);
 
-  // Reads the probe; the first call only records the baseline.
+  // Reads the probe; the first call only records the baseline. A read that
+  // fails leaves this tick's endpoints without signals ("unavailable"), keeps
+  // the probe and tries again next tick; the first good read after it adds
+  // one interval from the last good snapshot, so nothing counted meanwhile
+  // is lost. Logged once when reads start failing, once when they recover.
   void sample(int64_t monotonic_ns);
 
   struct Endpoint {
@@ -42,20 +51,41 @@ class EndpointSampler {
 
   // Why there are no latency signals ("" when the probe runs or is off).
   const std::string& unavailable() const { return unavailable_; }
-  bool running() const { return probe_ != nullptr; }
-  // For the status line: "eBPF on (tp_btf)", "eBPF off", "eBPF unavailable".
+  // The probe is attached (its reads may still be failing: read_failing()).
+  bool running() const { return probe_ != nullptr || read_; }
+  // Whether a probe was wanted (endpoints declared, agent.ebpf not "off")
+  // and could not be attached: a reload refuses to put such a sampler in
+  // place of one that runs.
+  bool failed() const { return !endpoints_.empty() && !off_ && !running(); }
+  // The last read of the maps failed, since `read_failing_since_ms` (Unix ms).
+  bool read_failing() const { return read_latch_.failing(); }
+  // The in-flight table was found (nearly) full at the last read.
+  bool table_full() const { return table_latch_.failing(); }
+  // For the status line: "eBPF on (tp_btf)", "eBPF off", "eBPF unavailable",
+  // and a failing read with its first error.
   std::string status() const;
   probes::EndpointProbe* probe() { return probe_.get(); }
+  // Once the sampler is in force: a probe that could not be attached says
+  // why (once). Not at construction: a reload that is refused for it
+  // leaves the running probe in place, and the message would be wrong.
+  void announce() const;
 
  private:
   void fail(const std::string& why);
+  Result<void> read(probes::EndpointSnapshot& into);
+  void note_table(const probes::EndpointSnapshot& s);
 
   std::vector<Endpoint> endpoints_;
   std::unique_ptr<probes::EndpointProbe> probe_;
+  Reader read_;  // tests only
   std::string unavailable_;
   bool off_ = false;
   probes::EndpointSnapshot prev_, cur_;
   bool have_prev_ = false;
+  FailureLatch read_latch_, table_latch_;
+  std::string read_error_;  // the first error of the current failure
+  int64_t read_failing_since_ms_ = 0;
+  uint64_t failed_reads_ = 0;  // in the current failure
 };
 
 }  // namespace headroom::agent

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "agent/report_builder.h"
+#include "agent/state_log.h"
 #include "headroom/orca/report_reader.h"  // unix_now_ms
 #include "publishers/registry.h"
 
@@ -47,7 +48,29 @@ std::variant<Pipeline, BuildError> build_pipeline(Config config, const Config* r
   return p;
 }
 
+ProbeState probe_state(const EndpointSampler& e) {
+  if (e.endpoints().empty()) return ProbeState::none;
+  if (e.running()) return ProbeState::attached;
+  return e.failed() ? ProbeState::failed : ProbeState::off;
+}
+
+bool reload_may_replace_probe(ProbeState running, ProbeState next) {
+  return !(next == ProbeState::failed && running == ProbeState::attached);
+}
+
+std::variant<Pipeline, BuildError> build_reload(Config config, const Agent& running) {
+  auto built = build_pipeline(std::move(config), &running.config());
+  auto* p = std::get_if<Pipeline>(&built);
+  if (p == nullptr || p->endpoints == nullptr) return built;  // an error, or the running probe kept
+  if (!reload_may_replace_probe(probe_state(running.endpoints()), probe_state(*p->endpoints)))
+    return BuildError{kExitConfig, "the new endpoints' eBPF probe cannot be attached (" + p->endpoints->unavailable() +
+                                       "); the running probe stays attached and its endpoint signals go on. Fix "
+                                       "the cause and reload again, or set agent.ebpf = \"off\" to do without"};
+  return built;
+}
+
 void announce(const Pipeline& p) {
+  if (p.endpoints) p.endpoints->announce();
   for (const auto& pub : p.publishers) pub->announce();
 }
 
@@ -99,7 +122,9 @@ bool Agent::tick() {
       counted = true;
       if (ok) note_published();
     }
-    if (!pub->publish(tick_)) {
+    const auto r = pub->publish(tick_);
+    note_result(*pub, r);
+    if (!r) {
       note_failure(pub->name());
       if (pub->essential()) ok = false;
     }
@@ -128,7 +153,23 @@ void Agent::count_publishers() {
   for (const auto& pub : p_.publishers) (void)failures_of(tick_.health.publish_failures, pub->name());
 }
 
+void Agent::note_result(const publishers::Publisher& pub, const Result<void>& r) {
+  auto it = std::find_if(failing_.begin(), failing_.end(),
+                         [&](const Failing& f) { return f.name == pub.name() && f.target == pub.target(); });
+  if (r) {
+    if (it != failing_.end()) failing_.erase(it);
+  } else if (it == failing_.end()) {
+    failing_.push_back({std::string(pub.name()), pub.target(), unix_ms_now(), r.error().message});
+  }
+}
+
 void Agent::reload_rejected() { tick_.health.last_reload_ok = false; }
+
+void Agent::reload_failed(std::string reason) {
+  tick_.health.last_reload_ok = false;
+  reload_error_ = std::move(reason);
+  reload_error_ms_ = unix_ms_now();
+}
 
 void Agent::prepare(bool stopped) {
   tick_.meta = ReportMeta{orca::unix_now_ms(), ++seq_, to_ms(p_.config.interval), stopped};
@@ -139,7 +180,9 @@ void Agent::prepare(bool stopped) {
     tick_.endpoints.push_back(
         {&e.config, available ? &*e.signals : nullptr, available && e.counted && !stopped ? e.window.newest() : nullptr});
   }
-  tick_.health.ebpf_running = p_.endpoints->running();
+  // Attached and read this tick: while its reads fail the endpoint signals
+  // are unavailable, which is what the gauge is for.
+  tick_.health.ebpf_running = p_.endpoints->running() && !p_.endpoints->read_failing();
 }
 
 void Agent::stop() {
@@ -173,6 +216,12 @@ void Agent::replace(Pipeline next) {
   count_publishers();
   ++tick_.health.config_generation;
   tick_.health.last_reload_ok = true;
+  reload_error_.clear();
+  // A publisher the new pipeline no longer has no longer fails.
+  std::erase_if(failing_, [&](const Failing& f) {
+    return std::none_of(p_.publishers.begin(), p_.publishers.end(),
+                        [&](const auto& pub) { return pub->name() == f.name && pub->target() == f.target; });
+  });
 }
 
 std::string status_line(const Agent& a) {
@@ -180,8 +229,14 @@ std::string status_line(const Agent& a) {
   std::string s = "STATUS=publishing node.orca";
   if (!c.endpoints.empty())
     s += " and " + std::to_string(c.endpoints.size()) + " endpoint report(s) (" + a.endpoints().status() + ")";
-  return s + " to " + c.orca_dir + " every " + format_duration(c.interval) +
-         (c.cgroup.empty() ? std::string(" (host)") : " (cgroup " + c.cgroup + ")");
+  s += " to " + c.orca_dir + " every " + format_duration(c.interval) +
+       (c.cgroup.empty() ? std::string(" (host)") : " (cgroup " + c.cgroup + ")");
+  for (const auto& f : a.failing())
+    s += "; " + f.name + " " + f.target + " failing since " + utc_time(f.since_ms) + ": " + f.error;
+  if (!a.last_reload_error().empty())
+    s += "; last reload failed at " + utc_time(a.last_reload_error_ms()) + ": " + a.last_reload_error();
+  std::replace(s.begin(), s.end(), '\n', ' ');  // one line, as systemd shows it
+  return s;
 }
 
 }  // namespace headroom::agent

@@ -40,6 +40,28 @@ struct BuildError {
 // same_endpoint_probe says the new configuration would build the same one.
 std::variant<Pipeline, BuildError> build_pipeline(Config config, const Config* running = nullptr);
 
+// The eBPF probe of a pipeline, as far as a reload is concerned.
+enum class ProbeState {
+  none,      // no endpoints
+  off,       // agent.ebpf = "off"
+  attached,  // the probe runs (its reads may fail now and then)
+  failed,    // wanted, and could not be attached
+};
+ProbeState probe_state(const EndpointSampler& endpoints);
+// Whether a reload whose new pipeline's probe is `next` may replace the
+// running one's, `running`. Pure. Refused only when the new probe failed
+// while the running one is attached: putting it in force would turn working
+// endpoint signals off. When the running probe failed too, the reload goes
+// on (nothing that works is lost, the rest of the new file takes effect, and
+// a reload is how an operator retries the attach).
+bool reload_may_replace_probe(ProbeState running, ProbeState next);
+
+class Agent;
+// A reload (SIGHUP): build_pipeline with the running configuration, and a
+// BuildError when the new endpoint probe could not be attached while the
+// running one is (reload_may_replace_probe).
+std::variant<Pipeline, BuildError> build_reload(Config config, const Agent& running);
+
 // True when an EndpointSampler built for `next` would be the one built for
 // `running`: the same endpoints in the same order, eBPF mode, window
 // (interval and smoothing) and /proc and /sys roots.
@@ -71,9 +93,24 @@ class Agent {
   // agent's health says so until the next reload that succeeds.
   void reload_rejected();
 
+  // A reload that failed or was rejected: why, for the status line (reason
+  // and when). Cleared by the next reload that succeeds.
+  void reload_failed(std::string reason);
+
   const Config& config() const { return p_.config; }
   const EndpointSampler& endpoints() const { return *p_.endpoints; }
   uint64_t published() const { return published_; }
+
+  // A publisher whose last publish failed: since when (Unix ms) and the
+  // first error of this failure.
+  struct Failing {
+    std::string name, target;
+    int64_t since_ms = 0;
+    std::string error;
+  };
+  const std::vector<Failing>& failing() const { return failing_; }
+  const std::string& last_reload_error() const { return reload_error_; }
+  int64_t last_reload_error_ms() const { return reload_error_ms_; }
 
  private:
   // Fills tick_'s metadata, node values and endpoint list from the samples.
@@ -84,6 +121,7 @@ class Agent {
   // The health the publishers see (tick_.health).
   void note_published();
   void note_failure(std::string_view publisher);
+  void note_result(const publishers::Publisher& pub, const Result<void>& r);
   // Every publisher of the pipeline has its failure count, 0 until it fails
   // (a counter exported from the start, as Prometheus wants).
   void count_publishers();
@@ -95,9 +133,15 @@ class Agent {
   bool have_baseline_ = false;
   uint64_t seq_ = 0;
   uint64_t published_ = 0;
+  std::vector<Failing> failing_;
+  std::string reload_error_;
+  int64_t reload_error_ms_ = 0;
 };
 
-// systemd's STATUS= line.
+// systemd's STATUS= line: where the reports go, the eBPF probe's state, and
+// what is failing (a publisher since when and why, the last reload). It
+// changes only when a state changes, not every tick: the daemon sends it
+// again whenever it differs from the one it sent last.
 std::string status_line(const Agent& agent);
 
 int64_t monotonic_ns();

@@ -5,7 +5,11 @@
 #pragma once
 
 #include <spdlog/spdlog.h>
+#include <time.h>
 
+#include <chrono>
+#include <cstdint>
+#include <string>
 #include <utility>
 
 namespace headroom::agent {
@@ -36,5 +40,19 @@ class FailureLatch {
  private:
   bool failing_ = false;
 };
+
+// Unix milliseconds now, and as UTC for a status line: "2026-12-02T14:05:03Z".
+inline int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+inline std::string utc_time(int64_t unix_ms) {
+  const time_t secs = static_cast<time_t>(unix_ms / 1000);
+  tm t{};
+  ::gmtime_r(&secs, &t);
+  char buf[32];
+  const std::size_t n = ::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &t);
+  return std::string(buf, n);
+}
 
 }  // namespace headroom::agent

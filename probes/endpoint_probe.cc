@@ -201,6 +201,7 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   if (p->ncpu_ <= 0) return Error{EIO, "cannot count the possible CPUs"};
   p->arrival_ = kernel_has_tracepoint("sk_data_ready");
   p->specs_ = endpoints;
+  p->fail_reads_while_ = options.fail_reads_while;
   p->cache_.assign(endpoints.size(), EndpointTotals{});
   p->stats_buf_.resize(static_cast<std::size_t>(p->ncpu_));
   p->hist_buf_.resize(static_cast<std::size_t>(p->ncpu_));
@@ -410,6 +411,9 @@ std::size_t EndpointProbe::traced_processes() const {
 }
 
 Result<void> EndpointProbe::read(EndpointSnapshot& out) {
+  if (!fail_reads_while_.empty() && ::access(fail_reads_while_.c_str(), F_OK) == 0)
+    return Error{EIO, "cannot read the eBPF stats map: " + std::string(std::strerror(EIO)) + " (test fault: " +
+                          fail_reads_while_ + " exists)"};
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   out.endpoints.resize(specs_.size());
@@ -467,7 +471,9 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out) {
   const int64_t now = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
   out.at_ns = now;
   out.inflight_unclaimed = 0;
+  uint64_t used = 0;
   auto account = [&](const hr_inflight& r) {
+    ++used;
     account_inflight(r, static_cast<uint64_t>(now), specs_, cache_, out.inflight_unclaimed);
   };
   if (skel_->slots != nullptr) {
@@ -476,6 +482,8 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out) {
     return r.error();
   }
   for (std::size_t i = 0; i < specs_.size(); ++i) copy_totals(cache_[i], out.endpoints[i]);
+  out.table_used = used;
+  out.table_size = skel_->slots != nullptr ? skel_->nslots : bpf_map__max_entries(skel_->obj->maps.inflight);
   return {};
 }
 

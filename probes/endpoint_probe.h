@@ -51,6 +51,9 @@ struct EndpointProbeOptions {
   // automatic: HEADROOM_EBPF_PROGRAMS still chooses when it is set, for
   // callers that do not read it themselves yet.
   ProgramSet programs = ProgramSet::automatic;
+  // Tests: while this file exists, read() fails as a map read that the
+  // kernel refused would (HEADROOM_TEST_EBPF_READ_FAULT). Empty: never.
+  std::string fail_reads_while;
 };
 
 // Counters of one endpoint since the probe was loaded (sums over CPUs; they
@@ -75,6 +78,11 @@ struct EndpointSnapshot {
   int64_t at_ns = 0;  // CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns()
   std::vector<EndpointTotals> endpoints;  // in EndpointSpec order
   uint64_t inflight_unclaimed = 0;        // requests on traced ports no endpoint claims
+  // Requests the in-flight table holds now (every endpoint's, pending and
+  // unclaimed ones included) and how many it can hold: a request arriving
+  // while it is full is not counted (docs/endpoints.md, "Limits and memory").
+  uint64_t table_used = 0;
+  uint64_t table_size = 0;
 };
 
 // Adds one request in flight to its endpoint's totals (pure; the probe's
@@ -148,6 +156,7 @@ class EndpointProbe {
   std::vector<hr_hist> hist_buf_;
   std::vector<uint64_t> keys_;
   std::vector<hr_inflight> vals_;
+  std::string fail_reads_while_;
 };
 
 }  // namespace headroom::probes

@@ -34,10 +34,10 @@ struct EndpointTick {
 // results of those before it on the same tick.
 struct AgentHealth {
   uint64_t config_generation = 1;  // +1 for each configuration a reload put in force
-  bool last_reload_ok = true;      // false after a rejected reload, until the next good one
+  bool last_reload_ok = true;      // false after a rejected or failed reload, until the next good one
   uint64_t ticks = 0;              // ticks whose essential publishers succeeded
   int64_t last_publish_ms = 0;     // Unix ms of the last such tick; 0: none yet
-  bool ebpf_running = false;       // the eBPF endpoint probe is attached
+  bool ebpf_running = false;       // the eBPF endpoint probe is attached and its maps were read this tick
   // Failed publishes since start, by publisher name: every publisher the
   // agent has run, 0 until it fails.
   std::vector<std::pair<std::string, uint64_t>> publish_failures;

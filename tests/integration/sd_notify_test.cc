@@ -208,6 +208,65 @@ TEST(SdNotify, SighupSendsReloadingThenReadyAlsoWhenTheReloadIsRejected) {
   EXPECT_EQ(d.wait(10s), 0) << d.err();
 }
 
+TEST(SdNotify, AFailingPublishShowsInStatusOnceAndTheWatchdogKeepsComing) {
+  // A publisher that fails is said in STATUS= when it starts and when it
+  // ends, not every tick, and is no reason to stop pinging: systemd would
+  // restart a daemon that is doing what it can.
+  TempDir dir;
+  NotifySocket sock(dir);
+  ::setenv("WATCHDOG_USEC", std::to_string(std::chrono::microseconds(kWatchdog).count()).c_str(), 1);
+  const auto config = dir.write("headroom.toml", "[agent]\ninterval = \"100ms\"\n[[envoy]]\nfile = \"" +
+                                                      (dir / "envoy/node.pressure") + "\"\n");
+  Process d(daemon_args(dir, config), dir);
+  ASSERT_TRUE(sock.wait_for("READY=1")) << d.err();
+  ASSERT_TRUE(sock.wait_for("WATCHDOG=1", 2s)) << d.err();
+
+  // The bridge's directory becomes a file: every write of the bridge fails.
+  std::filesystem::remove_all(dir / "envoy");
+  dir.write("envoy", "not a directory");
+  const auto failed_at = Clock::now();
+  std::optional<Message> failing;
+  while (!failing && Clock::now() - failed_at < 5s) {
+    auto m = sock.next(1s);
+    if (m && m->text.find("STATUS=") != std::string::npos && m->text.find("failing since") != std::string::npos)
+      failing = m;
+  }
+  ASSERT_TRUE(failing) << d.err();
+  EXPECT_NE(failing->text.find("envoy " + (dir / "envoy/node.pressure") + " failing since"), std::string::npos)
+      << failing->text;
+  EXPECT_EQ(failing->text.find("READY=1"), std::string::npos) << "a status change is not a new READY=1";
+  // For 1.5 s of the failure: pings on every tick, STATUS= not again.
+  int pings = 0, statuses = 0;
+  const auto until = Clock::now() + 1500ms;
+  while (Clock::now() < until) {
+    auto m = sock.next(200ms);
+    if (!m) continue;
+    if (NotifySocket::has_line(m->text, "WATCHDOG=1")) ++pings;
+    if (m->text.find("STATUS=") != std::string::npos) ++statuses;
+  }
+  EXPECT_GE(pings, 10) << "the watchdog kept coming while a publisher failed";
+  EXPECT_EQ(statuses, 0) << "STATUS= is sent when the state changes, not every tick";
+  EXPECT_TRUE(d.running());
+
+  // Repaired: STATUS= says so once.
+  std::filesystem::remove(dir / "envoy");
+  std::filesystem::create_directory(dir / "envoy");
+  std::optional<Message> repaired;
+  const auto fixed_at = Clock::now();
+  while (!repaired && Clock::now() - fixed_at < 5s) {
+    auto m = sock.next(1s);
+    if (m && m->text.find("STATUS=") != std::string::npos) repaired = m;
+  }
+  ASSERT_TRUE(repaired) << d.err();
+  EXPECT_EQ(repaired->text.find("failing"), std::string::npos) << repaired->text;
+  const std::string log = d.err();
+  EXPECT_LT(std::count(log.begin(), log.end(), '\n'), 10) << "no log flood:\n" << log;
+
+  d.signal(SIGTERM);
+  ASSERT_TRUE(sock.wait_for("STOPPING=1"));
+  EXPECT_EQ(d.wait(10s), 0) << d.err();
+}
+
 TEST(SdNotify, NoWatchdogPingsWhenWatchdogPidNamesAnotherProcess) {
   // systemd's rule: WATCHDOG_USEC applies only to the process WATCHDOG_PID names.
   TempDir dir;

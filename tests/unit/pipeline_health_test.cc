@@ -139,6 +139,63 @@ TEST_F(PipelineHealthTest, ReloadsCountGenerationsAndARejectedOneIsShown) {
 }
 
 
+TEST_F(PipelineHealthTest, AFailedReloadIsInTheStatusAndTheHealthUntilOneSucceeds) {
+  Agent agent = make();
+  agent.tick();
+  agent.tick();
+  EXPECT_EQ(status_line(agent).find("reload"), std::string::npos) << status_line(agent);
+  agent.reload_failed("the new endpoints' eBPF probe cannot be attached (no BTF)");
+  agent.tick();
+  EXPECT_THAT(status_line(agent), ::testing::HasSubstr("; last reload failed at "));
+  EXPECT_THAT(status_line(agent), ::testing::HasSubstr("Z: the new endpoints' eBPF probe cannot be attached (no BTF)"));
+  EXPECT_EQ(sample(figures(agent), "headroom_config_last_reload_successful"), 0);
+  auto next = build_pipeline(config_);
+  ASSERT_TRUE(std::holds_alternative<Pipeline>(next));
+  agent.replace(std::get<Pipeline>(std::move(next)));
+  agent.tick();
+  EXPECT_EQ(status_line(agent).find("reload"), std::string::npos) << status_line(agent);
+  EXPECT_EQ(sample(figures(agent), "headroom_config_last_reload_successful"), 1);
+}
+
+TEST_F(PipelineHealthTest, AFailingPublisherIsInTheStatusFromItsFirstErrorUntilItRecovers) {
+  Agent agent = make();
+  agent.tick();
+  agent.tick();
+  const std::string healthy = status_line(agent);
+  EXPECT_EQ(healthy.find("failing"), std::string::npos) << healthy;
+  fs::remove_all(dir_ / "envoy");
+  std::ofstream(dir_ / "envoy") << "not a directory";
+  agent.tick();
+  const std::string failing = status_line(agent);
+  EXPECT_THAT(failing, ::testing::HasSubstr("; envoy " + (dir_ / "envoy/node.pressure") + " failing since "));
+  EXPECT_EQ(failing.find('\n'), std::string::npos) << "one line";
+  ASSERT_EQ(agent.failing().size(), 1u);
+  // The same failure on later ticks leaves the line as it was: the daemon
+  // sends STATUS= only when it changes.
+  agent.tick();
+  agent.tick();
+  EXPECT_EQ(status_line(agent), failing);
+  fs::remove(dir_ / "envoy");
+  fs::create_directory(dir_ / "envoy");
+  agent.tick();
+  EXPECT_EQ(status_line(agent), healthy);
+  EXPECT_TRUE(agent.failing().empty());
+}
+
+TEST_F(PipelineHealthTest, AReloadWhoseProbeFailsIsAppliedWhenTheRunningOneFailedToo) {
+  // No BTF under the fixture's sys_root: every probe fails to load here.
+  config_.endpoints = {EndpointConfig{"web", 8080, "", 10ms, 100ms, 0}};
+  Agent agent = make();
+  agent.tick();
+  ASSERT_EQ(probe_state(agent.endpoints()), ProbeState::failed);
+  Config changed = config_;
+  changed.endpoints[0].target = 20ms;
+  auto rebuilt = build_reload(changed, agent);
+  ASSERT_TRUE(std::holds_alternative<Pipeline>(rebuilt)) << std::get<BuildError>(rebuilt).message;
+  agent.replace(std::get<Pipeline>(std::move(rebuilt)));
+  EXPECT_EQ(agent.endpoints().endpoints().at(0).config.target, 20ms) << "the rest of the file took effect";
+}
+
 EndpointConfig web_endpoint() {
   EndpointConfig web;
   web.name = "web";
