@@ -164,6 +164,16 @@ Result<std::shared_ptr<DirectoryLock>> DirectoryLock::acquire(int dirfd, const s
   return lock;
 }
 
+std::shared_ptr<DirectoryLock> DirectoryLock::held(int dirfd) {
+  const std::string name(kFileName);
+  struct stat st{};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return nullptr;
+  std::lock_guard<std::mutex> guard(g_locks_mutex);
+  for (const auto& w : held_locks())
+    if (auto lock = w.lock(); lock && lock->dev_ == st.st_dev && lock->ino_ == st.st_ino) return lock;
+  return nullptr;
+}
+
 DirectoryLock::~DirectoryLock() {
   // The file stays (removing it would race with the next holder's open);
   // closing the descriptor releases the lock.
@@ -173,8 +183,7 @@ DirectoryLock::~DirectoryLock() {
 Result<OrcaDirPublisher> OrcaDirPublisher::open(const std::string& dir, OrcaDirOptions options) {
   if (auto made = make_directories(dir); !made) return made.error();
   // access(2) also reports a read-only mount (EROFS) to root.
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    return system_error(errno, "cannot write report files into " + dir);
+  const int unwritable = ::access(dir.c_str(), W_OK | X_OK) == 0 ? 0 : errno;
   auto writer = orca::ReportFileWriter::open(dir, options.writer);
   if (!writer) return writer.error();
   struct stat st{};
@@ -186,21 +195,38 @@ Result<OrcaDirPublisher> OrcaDirPublisher::open(const std::string& dir, OrcaDirO
                          "), or set agent.unsafe_orca_dir = \"warn\" to publish there anyway");
     spdlog::warn("{} (agent.unsafe_orca_dir = \"warn\": publishing there anyway)", what);
   }
-  bool fresh = false;
-  auto lock = DirectoryLock::acquire(writer->directory_fd(), dir, &fresh);
-  if (!lock) return lock.error();
-  // Only now, with the lock held, can no other agent be writing here: a
-  // temporary of ours is a crash's leftover. Not on a reload (the lock was
-  // already ours): nothing is being written meanwhile.
-  if (fresh) writer->remove_stale_temporaries_with_suffix(orca::kReportSuffix);
+
+  std::shared_ptr<DirectoryLock> lock;
+  if (unwritable != 0) {
+    // A reload while the directory this process publishes into is failing
+    // (read-only, not writable): the running publisher has said so and
+    // recovers when it clears; the new one takes over from it the same way.
+    // Any other directory that cannot be written into is an error.
+    lock = DirectoryLock::held(writer->directory_fd());
+    if (!lock) return system_error(unwritable, "cannot write report files into " + dir);
+  } else {
+    bool fresh = false;
+    auto acquired = DirectoryLock::acquire(writer->directory_fd(), dir, &fresh);
+    if (!acquired) return acquired.error();
+    lock = std::move(acquired.value());
+    // Only now, with the lock held, can no other agent be writing here: a
+    // temporary of ours is a crash's leftover. Not on a reload (the lock was
+    // already ours): nothing is being written meanwhile.
+    if (fresh) writer->remove_stale_temporaries_with_suffix(orca::kReportSuffix);
+  }
 
   auto state = std::make_shared<State>();
   state->dir = dir;
   state->refuse_unsafe = options.refuse_unsafe;
-  state->lock = std::move(lock.value());
-  // A directory that replaced ours (removed and made again, renamed away):
-  // checked and locked before the first report goes into it.
-  writer->on_new_directory([s = state](int dirfd) -> Result<void> {
+  state->lock = std::move(lock);
+  watch_new_directories(*writer, state);
+  return OrcaDirPublisher(std::move(writer.value()), std::move(state));
+}
+
+// A directory that replaced ours (removed and made again, renamed away):
+// checked and locked before the first report goes into it.
+void OrcaDirPublisher::watch_new_directories(orca::ReportFileWriter& writer, const std::shared_ptr<State>& state) {
+  writer.on_new_directory([s = state](int dirfd) -> Result<void> {
     struct stat now{};
     if (::fstat(dirfd, &now) != 0) return system_error(errno, "cannot stat " + s->dir);
     if (auto unsafe = unsafe_directory(now, ::geteuid()); unsafe && s->refuse_unsafe)
@@ -212,7 +238,6 @@ Result<OrcaDirPublisher> OrcaDirPublisher::open(const std::string& dir, OrcaDirO
     s->replaced = true;
     return {};
   });
-  return OrcaDirPublisher(std::move(writer.value()), std::move(state));
 }
 
 Result<void> OrcaDirPublisher::publish(std::string_view scope, const orca::Report& report) {

@@ -37,6 +37,9 @@ class DirectoryLock {
   // its path, for messages. `fresh` says whether this call took it. Fails
   // naming the lock file and the holder's pid when another process holds it.
   static Result<std::shared_ptr<DirectoryLock>> acquire(int dirfd, const std::string& dir, bool* fresh = nullptr);
+  // The lock of that directory if this process holds it already (a reload),
+  // else null. Creates and takes nothing.
+  static std::shared_ptr<DirectoryLock> held(int dirfd);
 
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;
@@ -70,7 +73,9 @@ class OrcaDirPublisher {
   // refused, or a warning), takes its lock (DirectoryLock), and, when it
   // took the lock afresh, removes the temporary files a crashed writer of
   // ours left behind (".<scope>.orca.<pid>.tmp"; nobody else's). The error
-  // says which of these failed and why.
+  // says which of these failed and why. A directory this process already
+  // holds the lock of (a reload) is accepted while it cannot be written
+  // into: publishing fails, and recovers, as the running publisher's does.
   static Result<OrcaDirPublisher> open(const std::string& dir, OrcaDirOptions options);
   static Result<OrcaDirPublisher> open(const std::string& dir, orca::WriterOptions options = {}) {
     return open(dir, OrcaDirOptions{options, true});
@@ -101,6 +106,7 @@ class OrcaDirPublisher {
     std::shared_ptr<DirectoryLock> lock;
     bool replaced = false;
   };
+  static void watch_new_directories(orca::ReportFileWriter& writer, const std::shared_ptr<State>& state);
   OrcaDirPublisher(orca::ReportFileWriter writer, std::shared_ptr<State> state)
       : writer_(std::move(writer)), state_(std::move(state)) {}
   orca::ReportFileWriter writer_;

@@ -393,20 +393,45 @@ class DirectoryFaultsTest(unittest.TestCase):
         mount_tmpfs(self, self.orca, "1m")
         d, reader = self.start()
 
-        def remount(mode):
-            def do():
-                # EBUSY while a report is open for writing: try again at once.
-                for _ in range(200):
-                    r = subprocess.run(["mount", "-o", f"remount,{mode}", self.orca], capture_output=True, text=True)
-                    if r.returncode == 0:
-                        return
-                    time.sleep(0.005)
-                raise AssertionError(f"mount -o remount,{mode}: {r.stderr}")
-            return do
-        self.fault_cycle("EROFS", d, reader, remount("ro"), remount("rw"),
+        self.fault_cycle("EROFS", d, reader, lambda: self.remount("ro"), lambda: self.remount("rw"),
                          fault_line=r"cannot publish .*node\.orca.*Read-only file system",
                          recovery_line=r"publishing .*node\.orca again")
         self.finish("EROFS", d, reader)
+
+    def test_2b_reload_while_read_only(self):
+        mount_tmpfs(self, self.orca, "1m")
+        d, reader = self.start()
+        mark = d.line_count()
+        self.remount("ro")
+        wait_until(lambda: any("Read-only file system" in t for _, t in d.lines(mark)), 5, "the EROFS error line")
+        reloaded_at = d.line_count()
+        with open(d.config, "a") as f:
+            f.write('smoothing = "400ms"\n')
+        d.proc.signal(signal.SIGHUP)
+        wait_until(lambda: any("configuration reloaded" in t or "reload rejected" in t for _, t in d.lines(reloaded_at)),
+                   5, "the reload")
+        time.sleep(0.5)
+        during = d.lines(reloaded_at)
+        self.remount("rw")
+        d.wait_publishing(reader)
+        time.sleep(0.2)
+        errors = [t for lv, t in d.lines(mark) if lv in ("error", "critical")]
+        figure(f"reload while read-only: {len(errors)} error line(s) from the fault to recovery "
+               f"(the running and the reloaded configuration's publisher, once each): {during[:2]}")
+        self.assertTrue(any("configuration reloaded" in t for _, t in during),
+                        f"a reload while the directory is read-only must not be rejected: {during}")
+        self.assertLessEqual(len(errors), 2, errors)
+        self.assertTrue(any(re.search(r"publishing .*node\.orca again", t) for _, t in d.lines(reloaded_at)))
+        self.finish("reload while read-only", d, reader)
+
+    def remount(self, mode):
+        # EBUSY while a report is open for writing: try again at once.
+        for _ in range(200):
+            r = subprocess.run(["mount", "-o", f"remount,{mode}", self.orca], capture_output=True, text=True)
+            if r.returncode == 0:
+                return
+            time.sleep(0.005)
+        raise AssertionError(f"mount -o remount,{mode}: {r.stderr}")
 
     def test_3_directory_removed(self):
         d, reader = self.start()
