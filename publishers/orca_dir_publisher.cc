@@ -240,7 +240,36 @@ void OrcaDirPublisher::watch_new_directories(orca::ReportFileWriter& writer, con
   });
 }
 
+namespace {
+// A look at the lock file costs one fstatat; a removed lock file is found
+// within this many publishes (1.6 s at the default interval).
+constexpr unsigned kLockCheckEvery = 16;
+}  // namespace
+
+Result<void> OrcaDirPublisher::check_lock() {
+  const int dirfd = writer_.directory_fd();
+  const std::string name(DirectoryLock::kFileName);
+  struct stat st{};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && state_->lock->is(st)) return {};
+  struct stat dir{};
+  // The directory itself was removed: the writer follows the path to the new
+  // one, which is locked before anything is written into it.
+  if (::fstat(dirfd, &dir) == 0 && dir.st_nlink == 0) return {};
+  auto relocked = DirectoryLock::acquire(dirfd, state_->dir);
+  if (!relocked) return relocked.error();
+  state_->lock = std::move(relocked.value());
+  spdlog::warn("the lock file {} was removed or replaced while running; took the lock again", state_->lock->path());
+  return {};
+}
+
 Result<void> OrcaDirPublisher::publish(std::string_view scope, const orca::Report& report) {
+  if (check_lock_ || ++publishes_ % kLockCheckEvery == 0) {
+    if (auto locked = check_lock(); !locked) {
+      check_lock_ = true;
+      return locked;
+    }
+    check_lock_ = false;
+  }
   name_.assign(scope);
   name_ += orca::kReportSuffix;
   auto r = writer_.write(name_, report);

@@ -46,6 +46,8 @@ class DirectoryLock {
   ~DirectoryLock();
 
   const std::string& path() const { return path_; }
+  // Whether `st` is the status of the file this lock holds.
+  bool is(const struct stat& st) const { return st.st_dev == dev_ && st.st_ino == ino_; }
 
  private:
   DirectoryLock(int fd, dev_t dev, ino_t ino, std::string path) : fd_(fd), dev_(dev), ino_(ino), path_(std::move(path)) {}
@@ -107,11 +109,17 @@ class OrcaDirPublisher {
     bool replaced = false;
   };
   static void watch_new_directories(orca::ReportFileWriter& writer, const std::shared_ptr<State>& state);
+  // Every kLockCheckEvery publishes: the lock file is still the one held (not
+  // removed or replaced, which would let a second agent in); else takes the
+  // lock again before writing, or fails.
+  Result<void> check_lock();
   OrcaDirPublisher(orca::ReportFileWriter writer, std::shared_ptr<State> state)
       : writer_(std::move(writer)), state_(std::move(state)) {}
   orca::ReportFileWriter writer_;
   std::shared_ptr<State> state_;
   std::string name_;  // reused file-name buffer
+  unsigned publishes_ = 0;
+  bool check_lock_ = false;  // look at the lock file before the next publish
 };
 
 // node.orca and one endpoint.<name>.orca per [[endpoint]], built from the

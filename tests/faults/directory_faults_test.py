@@ -10,9 +10,11 @@ fills up (ENOSPC), a read-only remount (EROFS), the directory removed, the
 directory replaced by a regular file, the directory made unwritable (0555,
 the daemon running as nobody: root ignores modes), temporary names planted by
 someone else (a file, a directory with entries, a symlink to a file outside),
-a second headroomd on the same directory (the lock), a directory others can
-write into (refused; accepted with a warning when configured so), and another
-program's temporary file in the directory at start-up.
+a second headroomd on the same directory (the lock), the lock file removed,
+a directory others can write into (refused; accepted with a warning when
+configured so), another program's temporary file in the directory at
+start-up, and reloads: one that keeps the directory keeps its lock, one that
+moves releases it, one while the directory is read-only is not rejected.
 
 For each, while it lasts:
   (a) a reader polls node.orca every 2 ms for the whole case and decodes every
@@ -553,6 +555,23 @@ class DirectoryFaultsTest(unittest.TestCase):
         d.wait_publishing(reader)
         self.assertEqual(d.fds(), fds_before)
         self.finish("second agent", d, reader)
+
+    def test_7b_lock_file_removed(self):
+        d, reader = self.start()
+        lock = os.path.join(self.orca, LOCK_NAME)
+        mark = d.line_count()
+        os.unlink(lock)
+        removed_at = time.monotonic()
+        wait_until(lambda: os.path.exists(lock), 5, "the lock file made again")
+        back_s = time.monotonic() - removed_at
+        time.sleep(0.3)
+        lines = [x for x in d.lines(mark) if x[0] in ("warning", "error", "critical")]
+        figure(f"lock file removed: back after {back_s * 1000:.0f} ms (checked every 16 publishes), "
+               f"{len(lines)} warning line(s)")
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("took the lock again", lines[0][1])
+        self.assert_locked("lock file removed", d)
+        self.finish("lock file removed", d, reader)
 
     def test_8_directory_others_can_write_into(self):
         os.mkdir(self.orca)

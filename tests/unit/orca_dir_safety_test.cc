@@ -182,6 +182,33 @@ TEST(OrcaDirLock, ADirectoryThatReplacedOursIsLockedBeforeItIsWrittenInto) {
   EXPECT_EQ(entries(dir), std::vector<std::string>{".headroomd.lock"});
 }
 
+TEST(OrcaDirLock, ARemovedLockFileIsTakenAgainBeforeASecondAgentCanGetIn) {
+  TempDir tmp;
+  const std::string dir = tmp / "orca";
+  auto pub = OrcaDirPublisher::open(dir);
+  ASSERT_TRUE(pub);
+  const std::string lock = dir + "/.headroomd.lock";
+  ASSERT_EQ(::unlink(lock.c_str()), 0);  // someone cleaning the directory
+  uint64_t seq = 1;
+  for (; seq <= 16 && !fs::exists(lock); ++seq) ASSERT_TRUE(pub->publish("node", sample_report(seq)));
+  ASSERT_TRUE(fs::exists(lock)) << "the lock file was not made again";
+  EXPECT_FALSE(lock_is_free(dir));
+
+  // Removed, and another agent took the new one first: we stop writing.
+  ASSERT_EQ(::unlink(lock.c_str()), 0);
+  OtherHolder other(dir);
+  ASSERT_TRUE(other.ok());
+  Result<void> r;
+  for (int i = 0; i < 17 && r; ++i) r = pub->publish("node", sample_report(seq++));
+  ASSERT_FALSE(r) << "publishing went on beside another agent";
+  EXPECT_NE(r.error().message.find("in use by another headroomd (pid " + std::to_string(other.pid())),
+            std::string::npos)
+      << r.error().message;
+  const auto frozen = orca::read_report_file(dir + "/node.orca");
+  ASSERT_TRUE(frozen);
+  EXPECT_FALSE(pub->publish("node", sample_report(seq++))) << "checked again before every publish until it clears";
+}
+
 TEST(OrcaDirSafety, OnlyTheAgentsUserAndRootMayWrite) {
   struct stat st{};
   st.st_mode = S_IFDIR | 0755;
