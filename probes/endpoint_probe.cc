@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -80,12 +81,20 @@ std::string log_tail(const std::string& text) {
 }
 
 // Whether the running kernel has a tracepoint, from its BTF (btf_trace_<name>).
+// Parsing the kernel's BTF takes tens of milliseconds and the answer cannot
+// change while the kernel runs: each name is looked up once per process, so a
+// reload that builds a new probe does not hold up the sampling loop for it.
 bool kernel_has_tracepoint(const char* name) {
+  static std::mutex mutex;
+  static std::map<std::string, bool> known;
+  const std::lock_guard lock(mutex);
+  if (auto it = known.find(name); it != known.end()) return it->second;
   btf* vmlinux = btf__load_vmlinux_btf();
-  if (vmlinux == nullptr) return false;
+  if (vmlinux == nullptr) return false;  // not cached: a later open may find it
   const std::string type = std::string("btf_trace_") + name;
   const bool found = btf__find_by_name_kind(vmlinux, type.c_str(), BTF_KIND_TYPEDEF) > 0;
   btf__free(vmlinux);
+  known.emplace(name, found);
   return found;
 }
 
