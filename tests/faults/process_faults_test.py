@@ -591,7 +591,7 @@ class ProcessFaultsTest(unittest.TestCase):
 
     # -- 4 ------------------------------------------------------------------
     def test_4_ebpf_inflight_table_filled(self):
-        slots = 16384  # HR_MAX_INFLIGHT (probes/ebpf/endpoint_abi.h): the socket set's slots
+        slots = 16384  # HR_MAX_INFLIGHT (probes/ebpf/endpoint_abi.h): the socket set's slots, the syscall set's map
         conns = slots + 2000
         # The client sockets live here, the server's in the holder: each
         # process needs about `conns` descriptors.
@@ -603,8 +603,7 @@ class ProcessFaultsTest(unittest.TestCase):
         # A server that accepts and never reads: every request stays in flight.
         server = Proc("holder", [sys.executable, "-c", HOLDER, str(conns + 1000)], self.tmp, self)
         port = wait_until(lambda: int(re.search(r"port=(\d+)", server.out()).group(1)), 10, "holder's port")
-        d = Daemon(self, self.tmp, endpoint_toml("held", port, target="10ms", max_="50ms"),
-                   env={"HEADROOM_EBPF_PROGRAMS": "sockets"})
+        d = Daemon(self, self.tmp, endpoint_toml("held", port, target="10ms", max_="50ms"))
         report = d.endpoint_report("held")
         reader = Reader([d.node, report])
         reader.start()
@@ -651,6 +650,8 @@ class ProcessFaultsTest(unittest.TestCase):
         self.addCleanup(reader.stop)
         notify.wait_for("READY=1", 0)
         d.wait_publishing(reader, report)
+        if "headroom.ebpf.unavailable" in reader.latest(report)[3]["named_metrics"]:
+            self.skipTest("the socket programs do not load on this kernel (6.11+): " + tail(d.proc.err(), 3))
         wait_until(lambda: reader.latest(report)[3]["rps_fractional"] > 50, 5, "web counting requests")
         before = d.resources()
         lines0 = d.line_count()
