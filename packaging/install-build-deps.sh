@@ -13,7 +13,7 @@ apt-get install -y -q --no-install-recommends \
   ca-certificates cmake g++ make pkgconf \
   protobuf-compiler libprotobuf-dev \
   libspdlog-dev libfmt-dev \
-  libsystemd-dev libbpf-dev clang llvm bpftool \
+  libsystemd-dev libbpf-dev clang llvm bpftool libclang-rt-14-dev \
   libcli11-dev libtomlplusplus-dev \
   libgtest-dev libgmock-dev \
   python3-protobuf nginx-light wrk \
@@ -24,7 +24,9 @@ apt-get install -y -q --no-install-recommends \
   podman runc \
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio \
   nlohmann-json3-dev
-# clang, llvm (llvm-strip) and bpftool build the eBPF programs; nginx-light
+# clang, llvm (llvm-strip) and bpftool build the eBPF programs; clang with
+# libclang-rt-14-dev (libFuzzer's runtime, only recommended by clang) builds
+# the fuzz targets (tests/fuzz/); nginx-light
 # and wrk are a third-party server and load generator for the eBPF tests and
 # benchmarks. The two lines before ccache are for the packaging tests (tests/packaging/): systemd
 # for systemd-analyze, systemd-container + debootstrap to boot a real systemd

@@ -13,7 +13,9 @@
 # there is one. Prints one line per target: runs, seconds, coverage (cov:
 # edges, ft: features), corpus size. The full output is in
 # BUILD_DIR/fuzz/logs/<target>.log, a crashing input in
-# BUILD_DIR/fuzz/artifacts/<target>/. Exits 1 when a target crashed (naming
+# BUILD_DIR/fuzz/artifacts/<target>/. An input that runs for a minute is a
+# hang (the limit is generous: on a loaded machine, or under nice, a fast
+# input may wait seconds for a CPU). Exits 1 when a target crashed (naming
 # the input), 2 on a usage error or a target that is not built.
 set -eu
 usage() { echo "usage: $0 BUILD_DIR SECONDS_PER_TARGET [TARGET...]" >&2; exit 2; }
@@ -51,7 +53,7 @@ for target in "$@"; do
   fi
 
   cp -R "$here/corpus/$target/." "$corpus/"
-  set -- -max_total_time="$seconds" -timeout=10 -print_final_stats=1 -artifact_prefix="$artifacts/"
+  set -- -max_total_time="$seconds" -timeout=60 -print_final_stats=1 -artifact_prefix="$artifacts/"
   [ -f "$here/$target.dict" ] && set -- "$@" -dict="$here/$target.dict"
   start=$(date +%s)
   rc=0
