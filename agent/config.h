@@ -125,6 +125,8 @@ struct PrometheusConfig {
 // [oob]: the out-of-band ORCA stream, OpenRcaService/StreamCoreMetrics
 // (docs/oob.md). Off while listen is empty.
 inline constexpr uint32_t kMaxOobStreams = 100'000;
+// [oob] listen: each address is a listener (and a gRPC completion queue).
+inline constexpr std::size_t kMaxOobListeners = 16;
 inline constexpr std::chrono::nanoseconds kMinOobDefaultInterval = std::chrono::milliseconds(10);
 inline constexpr std::chrono::nanoseconds kMaxOobDefaultInterval = std::chrono::hours(1);
 struct OobConfig {

@@ -339,6 +339,13 @@ bool set_oob_listen(KeyValue& v) {
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const toml::node& e = *arr.get(i);
     const std::string ekey = v.key + "[" + std::to_string(i) + "]";
+    if (i >= kMaxOobListeners) {
+      v.reader.error(e, ekey,
+                     "is address number " + std::to_string(i + 1) + "; at most " + std::to_string(kMaxOobListeners) +
+                         " are supported (each is a listener); one \"0.0.0.0:PORT\" or \"[::]:PORT\" covers every "
+                         "address of the machine");
+      return false;
+    }
     const auto* s = e.as_string();
     if (s == nullptr) {
       v.reader.type_error(e, ekey, "an address string such as \"127.0.0.1:9447\" or \"unix:/run/orca/oob.sock\"");
@@ -481,7 +488,7 @@ constexpr KeyRow kRows[] = {
      "How often the textfile is rewritten (at most once per tick).", set_textfile_interval},
     // [oob]
     {"oob", "listen", KeyType::array, "an array of address strings such as [\"127.0.0.1:9447\"]",
-     "IP literal and port (IPv6 in brackets), or unix: and an absolute path", "[]", "",
+     "at most 16, each an IP literal and port (IPv6 in brackets), or unix: and an absolute path", "[]", "",
      "Where OpenRcaService/StreamCoreMetrics is served; [] is off.", set_oob_listen},
     {"oob", "max_streams", KeyType::integer, "an integer such as 1024", "1..100000", "1024", "",
      "The most streams served at once; more are refused with RESOURCE_EXHAUSTED.", set_oob_max_streams},

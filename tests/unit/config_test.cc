@@ -194,6 +194,13 @@ std::string envoy_entries(int n) {
   return out;
 }
 
+// n "127.0.0.1:PPPP" addresses: 16 bytes each, 18 with the ", " between them.
+std::string oob_addresses(int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += (i ? ", " : "") + std::string("\"127.0.0.1:") + std::to_string(9000 + i) + "\"";
+  return out;
+}
+
 // An absolute path of `bytes` bytes made of 100-byte components.
 std::string long_path(std::size_t bytes) {
   std::string p;
@@ -222,6 +229,8 @@ const ErrorCase kErrorCases[] = {
     {"PrometheusPortZero", "[prometheus]\nlisten = \"127.0.0.1:0\"\n", "prometheus.listen", 2, 10,
      {"must be a number from 1 to 65535"}},
     {"OobPortZero", "[oob]\nlisten = [\"127.0.0.1:0\"]\n", "oob.listen[0]", 2, 11, {"from 1 to 65535"}},
+    {"OobTooManyListeners", "[oob]\nlisten = [" + oob_addresses(17) + "]\n", "oob.listen[16]", 2, 11 + 16 * 18,
+     {"is address number 17; at most 16 are supported"}},
 
     // Syntax: toml++'s description and place.
     {"SyntaxUnclosedHeader", "[agent\ninterval = \"1s\"\n", "", 1, 7, {"TOML syntax error", "]"}},
@@ -379,6 +388,7 @@ TEST(ConfigBounds, AtTheLimitsIsAccepted) {
   const Config c = must_parse("[agent]\norca_dir = \"" + long_path(3840) + "\"\n" + envoy_entries(64));
   EXPECT_EQ(c.orca_dir.size(), 3840u);
   EXPECT_EQ(c.envoy.size(), 64u);
+  EXPECT_EQ(must_parse("[oob]\nlisten = [" + oob_addresses(16) + "]\n").oob.listen.size(), 16u);
   const Config e = must_parse("[[endpoint]]\nname = \"a\"\nport = 1\ntarget = \"10m\"\nmax = \"10m\"\n");
   EXPECT_EQ(e.endpoints.at(0).max, std::chrono::minutes(10));
 }
