@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""headroomd against real faults of its ORCA directory (issue 11, item 2).
+"""headroomd against real faults of its ORCA directory.
 
     directory_faults_test.py SOURCE_DIR BUILD_DIR
 
