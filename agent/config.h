@@ -88,6 +88,12 @@ struct EndpointConfig {
 // "off" never loads them (headroomd --no-ebpf).
 enum class EbpfMode { automatic, off };
 
+// [agent] unsafe_orca_dir: what to do with an orca_dir that others than the
+// agent's user can write into (group- or world-writable without the sticky
+// bit on a directory of ours, or owned by another user than root or us):
+// such a user could replace or plant the reports proxies shed on.
+enum class UnsafeDirAction { refuse, warn };
+
 // agent.interval: every tick reads /proc (and cgroupfs), rewrites every
 // report and pings the systemd watchdog. Below 10 ms the agent's own CPU use
 // shows in what it measures (a 1 ns interval is a busy loop); above an hour a
@@ -98,12 +104,6 @@ enum class EbpfMode { automatic, off };
 inline constexpr std::chrono::nanoseconds kMinInterval = std::chrono::milliseconds(10);
 inline constexpr std::chrono::nanoseconds kMaxInterval = std::chrono::hours(1);
 // agent.smoothing: a time constant beyond 10 minutes hides a change in load
-// [agent] unsafe_orca_dir: what to do with an orca_dir that others than the
-// agent's user can write into (group- or world-writable without the sticky
-// bit on a directory of ours, or owned by another user than root or us):
-// such a user could replace or plant the reports proxies shed on.
-enum class UnsafeDirAction { refuse, warn };
-
 // for longer than any balancer waits for it.
 inline constexpr std::chrono::nanoseconds kMaxSmoothing = std::chrono::minutes(10);
 // Each endpoint's latency window keeps smoothing / interval slots; the cap
@@ -149,6 +149,7 @@ struct Config {
   LogLevel log_level = LogLevel::info;
   bool fsync = false;
   EbpfMode ebpf = EbpfMode::automatic;
+  UnsafeDirAction unsafe_orca_dir = UnsafeDirAction::refuse;
 
   // [node]
   std::string cgroup;  // empty: the host; otherwise relative to the cgroup root
@@ -159,7 +160,6 @@ struct Config {
 
   // node.include_endpoints: each endpoint's composite joins the node's
   // composite as signal "endpoint.<name>".
-  UnsafeDirAction unsafe_orca_dir = UnsafeDirAction::refuse;
   bool include_endpoints = false;
 
   // [[envoy]]
