@@ -322,6 +322,8 @@ def main():
     p.add_argument("--rate", type=int, default=200, help="requests per second to the endpoint (default 200)")
     p.add_argument("--sample", type=float, default=10, help="seconds between samples (default 10)")
     p.add_argument("--json", help="write the summary, every sample and every event to this file")
+    # SIGTERM ends the run like Ctrl-C: the programs stopped, the tmpfs unmounted.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     return Soak(p.parse_args()).run()
 
 
