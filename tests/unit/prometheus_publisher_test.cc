@@ -63,6 +63,8 @@ std::string slurp(const fs::path& p) {
 class PrometheusPublisherTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // Never the real /run/orca: its lock is one agent's (and one test's) at a time.
+    config_.orca_dir = dir_ / "orca";
     config_.endpoints = {endpoint("api")};
     tick_.meta = {1'700'000'000'000, 1, 100, false};
     tick_.node.signals = {{"cpu", 0.4}, {"memory", 0.5}};
