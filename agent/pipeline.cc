@@ -33,6 +33,11 @@ bool same_endpoint_probe(const Config& running, const Config& next) {
          running.sys_root == next.sys_root;
 }
 
+bool same_node_sampler(const Config& running, const Config& next) {
+  return running.proc_root == next.proc_root && running.sys_root == next.sys_root && running.cgroup == next.cgroup &&
+         running.cgroup_version == next.cgroup_version && running.signals == next.signals;
+}
+
 std::variant<Pipeline, BuildError> build_pipeline(Config config, const Config* running) {
   Pipeline p;
   auto sampler = NodeSampler::create(config);
@@ -199,9 +204,16 @@ void Agent::replace(Pipeline next) {
     if (!kept) old->retire();
   }
   for (auto& pub : next.publishers) pub->take_over(p_.config);
-  // The baselines. Until the next tick the last sample stands (a stop right
-  // now reports it); that tick drops the old endpoints' signals.
-  next.sampler->sample(monotonic_ns());
+  // The node's readings: the running sampler goes on when the new one would
+  // read the same files, so the next tick's rates span a whole interval (a
+  // fresh baseline taken just before a tick would leave cpu out of that
+  // report: no clock tick elapsed). Otherwise a fresh baseline. Until the
+  // next tick the last sample stands (a stop right now reports it); that
+  // tick drops the old endpoints' signals.
+  if (same_node_sampler(p_.config, next.config))
+    next.sampler = std::move(p_.sampler);
+  else
+    next.sampler->sample(monotonic_ns());
   if (next.endpoints) {
     next.endpoints->sample(monotonic_ns());
   } else {

@@ -67,6 +67,11 @@ std::variant<Pipeline, BuildError> build_reload(Config config, const Agent& runn
 // (interval and smoothing) and /proc and /sys roots.
 bool same_endpoint_probe(const Config& running, const Config& next);
 
+// True when a NodeSampler built for `next` reads what the running one reads
+// (the same /proc and /sys roots, cgroup and signals): a reload keeps the
+// running one and its previous readings.
+bool same_node_sampler(const Config& running, const Config& next);
+
 // Logs where the pipeline publishes, once it is in force.
 void announce(const Pipeline& p);
 
@@ -83,8 +88,9 @@ class Agent {
   // stop() (node.orca marked stopped, the bridges' neutral values).
   void stop();
 
-  // Takes the new pipeline's parts. The samplers start from a fresh baseline
-  // taken now, so the next tick publishes a complete report. Publishers whose
+  // Takes the new pipeline's parts. The running samplers go on when they would
+  // read the same (same_node_sampler, same_endpoint_probe); new ones start
+  // from a baseline taken now. Publishers whose
   // target the new pipeline does not have retire (a bridge writes its neutral
   // value once); the new ones take over from the old configuration (endpoint
   // reports whose endpoint is gone are removed).

@@ -302,7 +302,7 @@ class OrcaMonitor(threading.Thread):
                         f"{label}: headroom.seq did not rise: {seqs}")
         case.assertTrue(all(b >= a for a, b in zip(stamps, stamps[1:])),
                         f"{label}: headroom.timestamp_ms went back")
-        case.assertLessEqual(max(steps, default=0), limit_ms, f"{label}: one interval took {max(steps)} ms")
+        case.assertLessEqual(max(steps, default=0), limit_ms, f"{label}: one interval took {max(steps, default=0)} ms")
         # Timestamps between reads: each step no longer than its reports' intervals plus 5.
         for (s1, t1, _), (s2, t2, _) in zip(samples, samples[1:]):
             if s2 > s1:

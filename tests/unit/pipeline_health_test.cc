@@ -245,6 +245,33 @@ TEST(SameEndpointProbe, OnlyWhatTheProbeIsBuiltFromCounts) {
   }
 }
 
+// A reload keeps the node sampler (and its previous readings) when the new
+// one would read the same files: the next tick's rates span a whole interval.
+TEST(SameNodeSampler, Table) {
+  const Config base;
+  struct Case {
+    const char* change;
+    void (*apply)(Config&);
+    bool same;
+  };
+  const Case cases[] = {
+      {"nothing", [](Config&) {}, true},
+      {"log_level", [](Config& c) { c.log_level = LogLevel::debug; }, true},
+      {"orca_dir", [](Config& c) { c.orca_dir = "/tmp/elsewhere"; }, true},
+      {"interval", [](Config& c) { c.interval = 50ms; }, true},
+      {"node.cgroup", [](Config& c) { c.cgroup = "system.slice/x.service"; }, false},
+      {"node.cgroup_version", [](Config& c) { c.cgroup_version = probes::CgroupVersion::v1; }, false},
+      {"node.signals", [](Config& c) { c.signals = {"cpu"}; }, false},
+      {"proc_root", [](Config& c) { c.proc_root = "/host/proc"; }, false},
+      {"sys_root", [](Config& c) { c.sys_root = "/host/sys"; }, false},
+  };
+  for (const auto& k : cases) {
+    Config next = base;
+    k.apply(next);
+    EXPECT_EQ(same_node_sampler(base, next), k.same) << k.change;
+  }
+}
+
 TEST_F(PipelineHealthTest, AReloadWithTheSameEndpointsKeepsTheSamplerAndAChangedOneBuildsANew) {
   config_.endpoints = {web_endpoint()};
   config_.ebpf = EbpfMode::off;  // no probe to load here; the sampler is what is kept or not
