@@ -72,6 +72,12 @@ using orca::kSignalConcurrency;
 using orca::kSignalSloMax;
 using orca::kSignalSloTarget;
 
+// [[endpoint]] protocol: how requests are told apart on a connection.
+enum class EndpointProtocol {
+  http1,  // one request at a time per connection: HTTP/1.x (the default)
+  http2,  // cleartext HTTP/2 (h2c, gRPC): many streams per connection
+};
+
 struct EndpointConfig {
   std::string name;   // [A-Za-z0-9_.-], 1..64 bytes, unique; not "." or ".."
   uint16_t port = 0;  // 1..65535
@@ -79,6 +85,7 @@ struct EndpointConfig {
   std::chrono::nanoseconds target{0};  // SLO target, > 0
   std::chrono::nanoseconds max{0};     // SLO max, >= target
   uint32_t max_concurrency = 0;        // 0: not declared (no concurrency signal)
+  EndpointProtocol protocol = EndpointProtocol::http1;  // every endpoint of a port says the same
 
   bool operator==(const EndpointConfig&) const = default;
 };

@@ -74,6 +74,26 @@ std::optional<ConfigError> check_endpoint_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<EndpointProtocol> parse_endpoint_protocol(std::string_view name) {
+  if (name == "http1") return EndpointProtocol::http1;
+  if (name == "http2") return EndpointProtocol::http2;
+  return std::nullopt;
+}
+
+std::string_view endpoint_protocol_name(EndpointProtocol protocol) {
+  return protocol == EndpointProtocol::http2 ? "http2" : "http1";
+}
+
+std::optional<ConfigError> check_endpoint_protocol(std::string_view name) {
+  if (parse_endpoint_protocol(name)) return std::nullopt;
+  std::string hint;
+  if (name == "h2" || name == "h2c" || name == "grpc" || name == "HTTP/2" || name == "http/2")
+    hint = "; write \"http2\" (cleartext HTTP/2, gRPC included)";
+  else if (name == "http" || name == "http/1.1" || name == "HTTP/1.1" || name == "http1.1")
+    hint = "; write \"http1\"";
+  return problem("must be \"http1\" or \"http2\", got " + quote(name) + hint);
+}
+
 std::optional<ConfigError> check_endpoint_path(std::string_view path) {
   if (path.empty())
     return problem(
@@ -179,6 +199,18 @@ std::optional<EndpointListIssue> check_endpoint_list(const std::vector<EndpointC
                         "duplicate port " + std::to_string(e.port) + " and path " + quote(e.path) +
                             " (already used by " + std::string(kOtherEntry) +
                             "); each port and path prefix belongs to one endpoint: remove one or change its path");
+    }
+    if (e.protocol == EndpointProtocol::http2 && !e.path.empty())
+      return list_issue(i, "path", std::nullopt,
+                        "cannot be used with protocol = \"http2\": HTTP/2 codes the path with HPACK, which the "
+                        "probe does not decode; remove path (one HTTP/2 endpoint per port)");
+    for (std::size_t j = 0; j < i; ++j) {
+      if (eps[j].port != e.port || eps[j].protocol == e.protocol) continue;
+      return list_issue(i, "protocol", j,
+                        "is \"" + std::string(endpoint_protocol_name(e.protocol)) + "\" on port " +
+                            std::to_string(e.port) + ", which " + std::string(kOtherEntry) + " says is \"" +
+                            std::string(endpoint_protocol_name(eps[j].protocol)) +
+                            "\"; every endpoint of a port speaks the same protocol");
     }
     if (!e.path.empty()) {
       const auto on_port = static_cast<std::size_t>(std::count_if(

@@ -27,6 +27,10 @@ inline constexpr std::int64_t kMaxConcurrencyLimit = 1'000'000;
 // -- one endpoint's fields --
 std::optional<ConfigError> check_endpoint_name(std::string_view name);
 std::optional<ConfigError> check_endpoint_path(std::string_view path);
+// "http1" or "http2" (docs/endpoints.md, "HTTP/2 and gRPC").
+std::optional<EndpointProtocol> parse_endpoint_protocol(std::string_view name);
+std::string_view endpoint_protocol_name(EndpointProtocol protocol);
+std::optional<ConfigError> check_endpoint_protocol(std::string_view name);
 // `shown` is the value as the user wrote it.
 std::optional<ConfigError> check_endpoint_port(std::int64_t port, std::string_view shown);
 std::optional<ConfigError> check_max_concurrency(std::int64_t n, std::string_view shown);

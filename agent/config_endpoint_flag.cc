@@ -24,7 +24,7 @@ namespace {
 using namespace std::string_view_literals;
 
 constexpr std::string_view kEndpointFlagForm =
-    "name=NAME,port=PORT[,path=/PREFIX],target=DURATION,max=DURATION[,max_concurrency=N]";
+    "name=NAME,port=PORT[,path=/PREFIX][,protocol=http2],target=DURATION,max=DURATION[,max_concurrency=N]";
 constexpr std::string_view kEndpointFlagExample = "name=api,port=8080,path=/play,target=10ms,max=500ms";
 
 std::string_view trim(std::string_view s) {
@@ -70,6 +70,9 @@ std::optional<ConfigError> set_field(EndpointConfig& c, std::string_view key, st
   } else if (key == "path") {
     if (auto err = check_endpoint_path(value)) return at_key(std::move(*err), key);
     c.path = std::string(value);
+  } else if (key == "protocol") {
+    if (auto err = check_endpoint_protocol(value)) return at_key(std::move(*err), key);
+    c.protocol = *parse_endpoint_protocol(value);
   } else if (key == "target" || key == "max") {
     auto parsed = parse_duration_checked(value);
     if (auto* err = std::get_if<ConfigError>(&parsed)) return at_key(std::move(*err), key);

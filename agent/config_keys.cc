@@ -277,6 +277,12 @@ bool set_endpoint_path(KeyValue& v) {
   return true;
 }
 
+bool set_endpoint_protocol(KeyValue& v) {
+  if (auto err = check_endpoint_protocol(v.str())) return v.fail(std::move(*err));
+  v.endpoint->protocol = *parse_endpoint_protocol(v.str());
+  return true;
+}
+
 bool set_endpoint_target(KeyValue& v) {
   const auto d = v.duration();
   if (!d) return false;
@@ -471,6 +477,8 @@ constexpr KeyRow kRows[] = {
      "the TCP port the service listens on, e.g. port = 8080", "The local TCP port.", set_endpoint_port},
     {"endpoint", "path", KeyType::string, "a path prefix string such as \"/api\"",
      "starts with /, printable ASCII, at most 63 bytes", "", "", "An HTTP/1.x path prefix.", set_endpoint_path},
+    {"endpoint", "protocol", KeyType::string, "a protocol string such as \"http2\"", "\"http1\" or \"http2\"",
+     "\"http1\"", "", "HTTP/1.x, or cleartext HTTP/2 and gRPC (streams).", set_endpoint_protocol},
     {"endpoint", "target", KeyType::duration, kDuration, "> 0, at most 10m", "",
      "the latency the endpoint aims for, e.g. target = \"10ms\"", "The SLO target.", set_endpoint_target},
     {"endpoint", "max", KeyType::duration, kDuration, ">= target, at most 10m", "",

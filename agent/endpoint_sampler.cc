@@ -3,7 +3,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <utility>
 
 namespace headroom::agent {
@@ -18,7 +20,8 @@ EndpointSampler::EndpointSampler(const Config& config) {
   std::vector<probes::EndpointSpec> specs;
   for (const auto& e : config.endpoints) {
     endpoints_.push_back({e, EndpointWindow(window), std::nullopt, false});
-    specs.push_back({e.port, e.path, static_cast<uint64_t>(e.target.count()), static_cast<uint64_t>(e.max.count())});
+    specs.push_back({e.port, e.path, static_cast<uint64_t>(e.target.count()), static_cast<uint64_t>(e.max.count()),
+                     e.protocol == EndpointProtocol::http2 ? probes::Protocol::http2 : probes::Protocol::http1});
   }
   if (endpoints_.empty()) return;
   if (config.ebpf == EbpfMode::off) {
@@ -51,11 +54,16 @@ EndpointSampler::EndpointSampler(const Config& config) {
     return;
   }
   probe_ = std::move(probe.value());
-  spdlog::info("eBPF endpoint probe attached ({}{}; {} endpoint(s); maps {:.1f} MiB; {} server process(es) found)",
+  const bool http2 = std::any_of(config.endpoints.begin(), config.endpoints.end(),
+                                 [](const EndpointConfig& e) { return e.protocol == EndpointProtocol::http2; });
+  spdlog::info("eBPF endpoint probe attached ({}{}; {} endpoint(s); maps {:.1f} MiB{}; {} server process(es) found)",
                probe_->attach_kind(),
                probe_->sees_arrival() ? ", request arrival seen"
                                       : ", no sock:sk_data_ready (kernel < 6.6): requests start when read",
                endpoints_.size(), static_cast<double>(probe_->map_bytes()) / (1 << 20),
+               http2 ? fmt::format(" + {:.1f} KiB per HTTP/2 connection, up to {}",
+                                   static_cast<double>(sizeof(hr_h2_conn)) / 1024, HR_MAX_H2_CONNS)
+                     : std::string(),
                probe_->traced_processes());
 }
 

@@ -37,6 +37,15 @@
 // which another process's hr_*/floor_* programs were attached or detached
 // (other people's tests load the same programs; checked between slices) is
 // left out: its slices paid different costs.
+// --protocol http2 makes the exchange HTTP/2 (cleartext, prior knowledge):
+// the connection starts with the client's preface and both SETTINGS; each
+// exchange is --streams K new streams: the client writes K HEADERS frames
+// (END_STREAM) in one write, the server reads them, writes K HEADERS
+// (:status 200) + DATA ("ok", END_STREAM) frames in one write, the client
+// reads them: 3K frames. The product's endpoint is then protocol http2 (the
+// syscall set only, the one that reads the frames), and after the figures
+// the probe's own counters are checked: K streams completed and 3K frames
+// walked per exchange, no desync, or the run fails.
 // Afterwards, outside the figures, one slice per variant with bpf_stats on:
 // each program's firings per exchange (machine-wide: syscall tracepoints also
 // fire for every other process's system calls during the slice) and the ns
@@ -44,6 +53,7 @@
 //
 //   bench_ebpf_floor [--set sockets|syscalls|both] [--cycles N (150)] [--slice N (3000)]
 //                    [--warmup N (300)] [--json] [--json-file FILE] [--raw FILE]
+//                    [--protocol http1|http2] [--streams K (1)]
 //   bench_ebpf_floor --hold floor-sockets|floor-syscalls
 //
 // --json prints one object with the figures instead of the tables;
@@ -98,6 +108,7 @@ using headroom::bench::monotonic_ns;
 using headroom::bench::percentile_sorted;
 using headroom::probes::EndpointProbe;
 using headroom::probes::EndpointProbeOptions;
+using headroom::probes::Protocol;
 using headroom::probes::ProgramSet;
 
 [[noreturn]] void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -344,6 +355,7 @@ class ProductVariant final : public Variant {
     return out;
   }
   const std::string& kind() const { return probe_->attach_kind(); }
+  EndpointProbe& probe() { return *probe_; }
 
  private:
   std::string name_;
@@ -356,9 +368,27 @@ class ProductVariant final : public Variant {
 constexpr std::string_view kRequest = "GET / HTTP/1.1\r\nHost: b\r\n\r\n";
 constexpr std::string_view kResponse = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
 
+// HTTP/2 frames (RFC 9113): a 9-byte header, then the payload.
+std::string h2_frame(uint8_t type, uint8_t flags, uint32_t sid, std::string_view payload) {
+  std::string f;
+  const auto n = static_cast<uint32_t>(payload.size());
+  f += static_cast<char>(n >> 16);
+  f += static_cast<char>(n >> 8);
+  f += static_cast<char>(n);
+  f += static_cast<char>(type);
+  f += static_cast<char>(flags);
+  for (int shift = 24; shift >= 0; shift -= 8) f += static_cast<char>((sid >> shift) & 0xff);
+  f += payload;
+  return f;
+}
+constexpr std::string_view kH2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+// :method GET, :scheme http, :path /, :authority "b" (literal, not indexed)
+constexpr std::string_view kH2RequestBlock = "\x82\x86\x84\x01\x01" "b";
+constexpr std::string_view kH2StatusOk = "\x88";  // :status 200, static index 8
+
 class Connection {
  public:
-  Connection() {
+  Connection(Protocol protocol, int streams) : protocol_(protocol), streams_(streams) {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (listener_ < 0) fail("socket: %s", std::strerror(errno));
     sockaddr_in a{};
@@ -397,9 +427,22 @@ class Connection {
     for (int fd : {client_, server_})
       if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
         fail("TCP_NODELAY: %s", std::strerror(errno));
+    if (protocol_ == Protocol::http2) {
+      const std::string settings = h2_frame(4, 0, 0, "");
+      const std::string hello = std::string(kH2Preface) + settings;
+      std::string buf(hello.size(), '\0');
+      send_all(client_, hello);
+      recv_all(server_, buf.data(), hello.size());
+      send_all(server_, settings);
+      recv_all(client_, buf.data(), settings.size());
+    }
   }
 
   void exchanges(long n) {
+    if (protocol_ == Protocol::http2) {
+      h2_exchanges(n);
+      return;
+    }
     char buf[256];
     for (long i = 0; i < n; ++i) {
       send_all(client_, kRequest);
@@ -428,8 +471,37 @@ class Connection {
     }
   }
 
+  // K streams a round: K HEADERS in one write, K answers in one write.
+  void h2_exchanges(long n) {
+    std::string request, response, buf;
+    for (long i = 0; i < n; ++i) {
+      request.clear();
+      response.clear();
+      for (int k = 0; k < streams_; ++k) {
+        const uint32_t sid = next_sid_;
+        next_sid_ += 2;
+        request += h2_frame(1, 0x5, sid, kH2RequestBlock);  // END_STREAM | END_HEADERS
+        response += h2_frame(1, 0x4, sid, kH2StatusOk);     // END_HEADERS
+        response += h2_frame(0, 0x1, sid, "ok");            // END_STREAM
+      }
+      buf.resize(std::max(request.size(), response.size()));
+      send_all(client_, request);
+      recv_all(server_, buf.data(), request.size());
+      send_all(server_, response);
+      recv_all(client_, buf.data(), response.size());
+    }
+  }
+
+ public:
+  Protocol protocol() const { return protocol_; }
+  int streams() const { return streams_; }
+
+ private:
   int listener_ = -1, client_ = -1, server_ = -1;
   uint16_t port_ = 0;
+  Protocol protocol_;
+  int streams_;
+  uint32_t next_sid_ = 1;
 };
 
 // ----------------------------------------------------------------- figures
@@ -562,7 +634,7 @@ int main(int argc, char** argv) {
   if (flags.has("-h") || flags.has("--help")) {
     std::printf(
         "usage: bench_ebpf_floor [--set sockets|syscalls|both] [--cycles N] [--slice N] [--warmup N]\n"
-        "                        [--json] [--json-file FILE] [--raw FILE]\n"
+        "                        [--json] [--json-file FILE] [--raw FILE] [--protocol http1|http2] [--streams K]\n"
         "       bench_ebpf_floor --hold floor-sockets|floor-syscalls\n");
     return 0;
   }
@@ -570,9 +642,19 @@ int main(int argc, char** argv) {
   libbpf_set_print(nullptr);  // errors are reported here, with what to do
   if (flags.has("--hold")) return hold(flags.get("--hold", ""));
 
-  const std::string set = flags.get("--set", "both");
+  const std::string protocol_name = flags.get("--protocol", "http1");
+  if (protocol_name != "http1" && protocol_name != "http2")
+    fail("--protocol: http1 or http2, not \"%s\"", protocol_name.c_str());
+  const Protocol protocol = protocol_name == "http2" ? Protocol::http2 : Protocol::http1;
+  const long streams = flags.get_long("--streams", 1);
+  if (streams < 1 || streams > 64) fail("--streams: 1 to 64, not %ld", streams);
+  if (protocol == Protocol::http1 && flags.has("--streams")) fail("--streams needs --protocol http2");
+  // HTTP/2 is read from the bytes: the syscall set only.
+  const std::string set = flags.get("--set", protocol == Protocol::http2 ? "syscalls" : "both");
   if (set != "sockets" && set != "syscalls" && set != "both")
     fail("--set: sockets, syscalls or both, not \"%s\"", set.c_str());
+  if (protocol == Protocol::http2 && set != "syscalls")
+    fail("--protocol http2: only the syscall set reads HTTP/2 frames; --set syscalls (the default with it)");
   const long cycles = flags.get_long("--cycles", 150);
   const long slice = flags.get_long("--slice", 3000);
   const long warmup = flags.get_long("--warmup", 300);
@@ -606,7 +688,7 @@ int main(int argc, char** argv) {
   }
   const FloorObject floor_obj(btf, wanted);
 
-  Connection conn;
+  Connection conn(protocol, static_cast<int>(streams));
   std::vector<std::unique_ptr<Variant>> variants;
   variants.push_back(std::make_unique<NoneVariant>());
   std::vector<SetPlan> plans;
@@ -640,7 +722,7 @@ int main(int argc, char** argv) {
     options.programs = programs;
     options.self = 1;  // never this process: the syscall set must trace it
     const uint64_t target_ns = 10'000'000, max_ns = 500'000'000;
-    auto probe = EndpointProbe::open({{conn.port(), "", target_ns, max_ns}}, options);
+    auto probe = EndpointProbe::open({{conn.port(), "", target_ns, max_ns, protocol}}, options);
     if (!probe) fail("the product's %s set: %s", name, probe.error().message.c_str());
     if (programs == ProgramSet::syscalls)
       if (auto r = (*probe)->trace_process(::getpid()); !r)
@@ -829,6 +911,32 @@ int main(int argc, char** argv) {
     }
     std::fprintf(out, "}}\n");
   };
+  // HTTP/2: the product walked every frame and ended every stream of the
+  // exchanges it saw, or its figures would be for less work.
+  if (protocol == Protocol::http2) {
+    auto* product = dynamic_cast<ProductVariant*>(variants[plans.back().product].get());
+    if (product == nullptr) fail("no product variant");
+    headroom::probes::EndpointSnapshot before, after;
+    product->attach();
+    if (auto r = product->probe().read(before); !r) fail("read: %s", r.error().message.c_str());
+    const long n = 1000;
+    conn.exchanges(n);
+    if (auto r = product->probe().read(after); !r) fail("read: %s", r.error().message.c_str());
+    product->detach();
+    const uint64_t completed = after.endpoints.at(0).stats.completed - before.endpoints.at(0).stats.completed;
+    const uint64_t frames = after.h2.frames - before.h2.frames;
+    const uint64_t desyncs = after.h2.desyncs - before.h2.desyncs;
+    const uint64_t want = static_cast<uint64_t>(n * streams);
+    std::fprintf(json ? stderr : stdout,
+                 "\nhttp2 check: %ld exchanges of %ld stream(s): %llu streams completed, %llu frames walked, "
+                 "%llu desyncs, %llu split headers\n",
+                 n, streams, static_cast<unsigned long long>(completed), static_cast<unsigned long long>(frames),
+                 static_cast<unsigned long long>(desyncs),
+                 static_cast<unsigned long long>(after.h2.split_headers - before.h2.split_headers));
+    if (completed != want || frames != 3 * want || desyncs != 0)
+      fail("the product did not follow the HTTP/2 exchanges: want %llu streams and %llu frames, no desync",
+           static_cast<unsigned long long>(want), static_cast<unsigned long long>(3 * want));
+  }
   if (!json_file.empty()) {
     FILE* out = std::fopen(json_file.c_str(), "w");
     if (out == nullptr) fail("%s: %s", json_file.c_str(), std::strerror(errno));

@@ -23,6 +23,7 @@ apt-get install -y -q --no-install-recommends \
   prometheus-cpp-dev libmicrohttpd-dev prometheus prometheus-node-exporter python3-yaml \
   podman runc \
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio \
+  nghttp2-server nghttp2-client \
   nlohmann-json3-dev
 # clang, llvm (llvm-strip) and bpftool build the eBPF programs; clang with
 # libclang-rt-14-dev (libFuzzer's runtime, only recommended by clang) builds
@@ -40,4 +41,6 @@ apt-get install -y -q --no-install-recommends \
 # and run the Kubernetes image (tests/packaging/image_test.sh).
 # libgrpc++-dev and protobuf-compiler-grpc (grpc_cpp_plugin) build the
 # out-of-band ORCA service (orca/grpc/); python3-grpcio is the independent
-# client its tests stream with (tests/oob/).
+# client its tests stream with (tests/oob/), and the gRPC server and client
+# of the HTTP/2 endpoint tests (tests/http2/), with nghttp2-server (nghttpd)
+# and nghttp2-client (h2load): a real HTTP/2 server and load generator.

@@ -181,6 +181,9 @@ uint64_t map_size(const bpf_map* m, int ncpu) {
   const auto type = bpf_map__type(m);
   if (type == BPF_MAP_TYPE_PERCPU_ARRAY) return entries * ((value + 7) / 8 * 8) * static_cast<uint64_t>(ncpu);
   if (type == BPF_MAP_TYPE_ARRAY) return entries * value;
+  // A hash map allocated on demand (the HTTP/2 connections) takes memory
+  // per entry as entries come: not in the figure (docs/endpoints.md).
+  if (bpf_map__map_flags(m) & BPF_F_NO_PREALLOC) return 0;
   return entries * (key + value + 64);  // hash element overhead, roughly
 }
 
@@ -223,8 +226,11 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   // tracepoints, as BTF then as raw tracepoints. options.programs restricts
   // the choice (tests, benchmarks, diagnosing a kernel).
   const ProgramSet programs = options.programs;
+  // HTTP/2's frames, like a path, are in the bytes.
+  p->has_http2_ = std::any_of(endpoints.begin(), endpoints.end(),
+                              [](const EndpointSpec& e) { return e.protocol == Protocol::http2; });
   const bool sockets_fit =
-      p->arrival_ && kernel_has_tracepoint("tcp_sendmsg_locked") &&
+      p->arrival_ && kernel_has_tracepoint("tcp_sendmsg_locked") && !p->has_http2_ &&
       std::none_of(endpoints.begin(), endpoints.end(), [](const EndpointSpec& e) { return !e.path.empty(); });
   // libbpf's bootstrap order: open, settings into .rodata, load, fill the
   // maps, attach. Attached last, no program sees an unconfigured probe.
@@ -234,7 +240,7 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
     if (v == nullptr) break;
     if (v == &kSockets && !sockets_fit) {
       failures += std::string(v->kind) + ": needs sock:sk_data_ready and tcp:tcp_sendmsg_locked "
-                  "(kernel 6.11+) and no endpoint with a path; ";
+                  "(kernel 6.11+) and no endpoint with a path or protocol = \"http2\"; ";
       last_err = ENOTSUP;
       continue;
     }
@@ -256,12 +262,14 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
     // Each set's maps at full size, the other set's shrunk to nothing (the
     // kernel preallocates hash maps: 7 MiB at full size).
     if (v == &kSockets) {
-      for (bpf_map* m : {skel->obj->maps.inflight, skel->obj->maps.known, skel->obj->maps.calls, skel->obj->maps.procs})
+      for (bpf_map* m : {skel->obj->maps.inflight, skel->obj->maps.known, skel->obj->maps.calls, skel->obj->maps.procs,
+                         skel->obj->maps.h2conns})
         bpf_map__set_max_entries(m, 1);
     } else {
       bpf_map__set_max_entries(skel->obj->maps.requests, 1);
       // BTF tracepoints keep a thread's syscall in its task storage.
       if (v == &kBtfSyscalls) bpf_map__set_max_entries(skel->obj->maps.calls, 1);
+      if (!p->has_http2_) bpf_map__set_max_entries(skel->obj->maps.h2conns, 1);
     }
     skel->obj->rodata->self_tgid = static_cast<__u32>(self);
     int err = endpoint_bpf__load(skel->obj);
@@ -318,10 +326,17 @@ Result<void> EndpointProbe::fill_maps(const std::vector<EndpointSpec>& endpoints
     if (bpf_map_update_elem(bpf_map__fd(skel_->obj->maps.endpoints), &idx, &v, BPF_ANY) != 0)
       return Error{errno, std::string("cannot configure the eBPF endpoints map: ") + std::strerror(errno)};
     auto [it, fresh] = ports.try_emplace(e.port);
+    const __u32 proto = e.protocol == Protocol::http2 ? HR_PROTO_HTTP2 : HR_PROTO_HTTP1;
     if (fresh) {
       it->second.generic_ep = HR_NO_ENDPOINT;
       it->second.n_paths = 0;
+      it->second.proto = proto;
+    } else if (it->second.proto != proto) {
+      return Error{EINVAL, "port " + std::to_string(e.port) + " has endpoints of two protocols (http1 and http2); "
+                               "every endpoint of a port must speak the same"};
     }
+    if (proto == HR_PROTO_HTTP2 && !e.path.empty())
+      return Error{EINVAL, "an HTTP/2 endpoint cannot have a path (port " + std::to_string(e.port) + ")"};
     if (e.path.empty()) {
       it->second.generic_ep = idx;
     } else if (it->second.n_paths < HR_MAX_PATHS_PER_PORT) {
@@ -490,6 +505,13 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out) {
   } else if (auto r = walk_inflight_map(account); !r) {
     return r.error();
   }
+  out.h2_streams = out.h2_connections = 0;
+  if (has_http2_ && skel_->slots == nullptr) {
+    const uint64_t before = used;
+    if (auto r = walk_h2_streams(static_cast<uint64_t>(now), account, out); !r) return r.error();
+    out.h2_streams = used - before;
+    used = before;  // streams live in their connections' entries, not in the in-flight table
+  }
   for (std::size_t i = 0; i < specs_.size(); ++i) copy_totals(cache_[i], out.endpoints[i]);
   out.table_used = used;
   out.table_size = skel_->slots != nullptr ? skel_->nslots : bpf_map__max_entries(skel_->obj->maps.inflight);
@@ -568,6 +590,69 @@ Result<void> EndpointProbe::walk_inflight_map(const std::function<void(const hr_
       key = next;
       prev = &key;
     }
+  }
+  return {};
+}
+
+// HTTP/2: each connection's streams in flight, as requests of its endpoint
+// (a stream whose request the client has not finished waits for the client:
+// its time stops at its latest piece, as a request in pieces does).
+Result<void> EndpointProbe::walk_h2_streams(uint64_t now_ns, const std::function<void(const hr_inflight&)>& account,
+                                            EndpointSnapshot& out) {
+  const int fd = bpf_map__fd(skel_->obj->maps.h2conns);
+  constexpr uint32_t kBatch = 32;
+  keys_.resize(kBatch);
+  h2_vals_.resize(kBatch);
+  auto one = [&](const hr_h2_conn& c) {
+    ++out.h2_connections;
+    for (const auto& s : c.s) {
+      if (s.sid == 0 || s.start_ns == 0 || s.start_ns > now_ns) continue;
+      hr_inflight r{};
+      r.start_ns = s.start_ns;
+      r.last_ns = s.last_ns;
+      r.paused_ns = static_cast<__u64>(s.paused_us) * 1000;
+      r.ep = c.ep;
+      r.port = c.port;
+      if (s.sid & HR_H2_BODY) r.flags = HR_F_PIECES | HR_F_DRAINED;
+      account(r);
+    }
+  };
+  uint64_t pos = 0;
+  bool first = true;
+  for (;;) {
+    uint32_t count = kBatch;
+    const int r = bpf_map_lookup_batch(fd, first ? nullptr : &pos, &pos, keys_.data(), h2_vals_.data(), &count, nullptr);
+    const int err = r != 0 ? errno : 0;
+    if (r != 0 && err != ENOENT) {
+      if (!first || (err != EINVAL && err != ENOTSUP && err != EOPNOTSUPP))
+        return Error{err, std::string("cannot read the eBPF HTTP/2 connections map: ") + std::strerror(err)};
+      // kernels before 5.6: one key at a time
+      uint64_t key = 0, next = 0;
+      const void* prev = nullptr;
+      hr_h2_conn v{};
+      while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+        if (bpf_map_lookup_elem(fd, &next, &v) == 0) one(v);
+        key = next;
+        prev = &key;
+      }
+      break;
+    }
+    for (uint32_t k = 0; k < count; ++k) one(h2_vals_[k]);
+    first = false;
+    if (err == ENOENT) break;
+  }
+  std::vector<hr_h2_stats> per_cpu(static_cast<std::size_t>(ncpu_));
+  const uint32_t zero = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->obj->maps.h2_stats), &zero, per_cpu.data()) != 0)
+    return Error{errno, std::string("cannot read the eBPF HTTP/2 counters: ") + std::strerror(errno)};
+  out.h2 = {};
+  for (const auto& s : per_cpu) {
+    out.h2.frames += s.frames;
+    out.h2.split_headers += s.split_headers;
+    out.h2.desyncs += s.desyncs;
+    out.h2.resyncs += s.resyncs;
+    out.h2.dropped += s.dropped;
+    out.h2.hpack_lost += s.hpack_lost;
   }
   return {};
 }

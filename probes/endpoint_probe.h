@@ -25,11 +25,18 @@
 
 namespace headroom::probes {
 
+// What the requests on an endpoint's port are (docs/endpoints.md).
+enum class Protocol {
+  http1,  // one request at a time per connection (HTTP/1.x and the like)
+  http2,  // cleartext HTTP/2 (h2c, gRPC): many streams per connection
+};
+
 struct EndpointSpec {
   uint16_t port = 0;
   std::string path;  // empty: the port's endpoint for every request no path claims
   uint64_t target_ns = 0;
   uint64_t max_ns = 0;
+  Protocol protocol = Protocol::http1;  // every endpoint of a port says the same
 };
 
 // Which eBPF programs the probe may load (docs/endpoints.md), best first.
@@ -83,6 +90,12 @@ struct EndpointSnapshot {
   // while it is full is not counted (docs/endpoints.md, "Limits and memory").
   uint64_t table_used = 0;
   uint64_t table_size = 0;
+  // HTTP/2: streams in flight now (in the endpoints' totals too), HTTP/2
+  // connections known, and the parsers' counters since the probe was loaded
+  // (sums over CPUs).
+  uint64_t h2_streams = 0;
+  uint64_t h2_connections = 0;
+  hr_h2_stats h2{};
 };
 
 // Adds one request in flight to its endpoint's totals (pure; the probe's
@@ -137,6 +150,9 @@ class EndpointProbe {
   Result<void> map_slots();  // the socket set's requests array, into this process
   Result<void> read_slots(const std::function<void(const hr_inflight&)>& account);
   Result<void> walk_inflight_map(const std::function<void(const hr_inflight&)>& account);
+  // HTTP/2 connections: their streams in flight, one call of account each.
+  Result<void> walk_h2_streams(uint64_t now_ns, const std::function<void(const hr_inflight&)>& account,
+                               EndpointSnapshot& out);
   // Servers that were running before headroomd (the procs map's first entries).
   static std::vector<pid_t> existing_servers(const std::vector<EndpointSpec>& endpoints,
                                              const EndpointProbeOptions& options);
@@ -156,6 +172,8 @@ class EndpointProbe {
   std::vector<hr_hist> hist_buf_;
   std::vector<uint64_t> keys_;
   std::vector<hr_inflight> vals_;
+  std::vector<hr_h2_conn> h2_vals_;
+  bool has_http2_ = false;
   std::string fail_reads_while_;
 };
 

@@ -124,9 +124,12 @@ struct {
 
 struct call {
   __u64 sk;
-  __u64 buf;
+  __u64 buf;    /* the first buffer */
+  __u64 iov;    /* readv/writev/recvmsg/sendmsg: the iovec array (HTTP/2 walks them all) */
+  __u32 iovcnt;
   __u32 dir;
   __u32 port;
+  __u32 pad;
 };
 
 /* Server-side connections of traced processes (accepted or used by them). */
@@ -220,23 +223,29 @@ static __always_inline void mark_process(void) {
   bpf_map_update_elem(&procs, &tgid, &one, BPF_ANY);
 }
 
-/* The user address of the first bytes the syscall moved. */
-static __always_inline __u64 first_buffer(__u32 kind, __u64 arg) {
-  if (kind == BUF_PLAIN) return arg;
+/* Where the bytes the syscall moves are: the first buffer, and for the
+ * vector calls the iovec array. */
+static __always_inline void buffers(struct call *c, __u32 kind, __u64 arg, __u64 count) {
+  if (kind == BUF_PLAIN) {
+    c->buf = arg;
+    return;
+  }
+  __u64 iov = 0, n = 0;
   if (kind == BUF_IOV) {
-    struct iovec iov = {};
-    if (bpf_probe_read_user(&iov, sizeof iov, (void *)arg)) return 0;
-    return (__u64)iov.iov_base;
-  }
-  if (kind == BUF_MSG) {
+    iov = arg;
+    n = count;
+  } else if (kind == BUF_MSG) {
     struct user_msghdr msg = {};
-    struct iovec iov = {};
-    if (bpf_probe_read_user(&msg, sizeof msg, (void *)arg)) return 0;
-    if (!msg.msg_iov || msg.msg_iovlen == 0) return 0;
-    if (bpf_probe_read_user(&iov, sizeof iov, msg.msg_iov)) return 0;
-    return (__u64)iov.iov_base;
+    if (bpf_probe_read_user(&msg, sizeof msg, (void *)arg)) return;
+    iov = (__u64)msg.msg_iov;
+    n = msg.msg_iovlen;
   }
-  return 0;
+  if (!iov || n == 0) return;
+  struct iovec v = {};
+  if (bpf_probe_read_user(&v, sizeof v, (void *)iov)) return;
+  c->buf = (__u64)v.iov_base;
+  c->iov = iov;
+  c->iovcnt = n > 1024 ? 1024 : (__u32)n;
 }
 
 /* btf: the program is a BTF tracepoint (typed arguments, task storage). */
@@ -262,7 +271,8 @@ static __always_inline void on_enter(struct pt_regs *regs, long id, const int bt
   if (!sk) return;
   __u32 port = btf ? sk->__sk_common.skc_num : local_port(sk);
   if (!port_config(port)) return;
-  struct call c = {.sk = (__u64)sk, .buf = first_buffer(kind, arg), .dir = dir, .port = port};
+  struct call c = {.sk = (__u64)sk, .dir = dir, .port = port};
+  buffers(&c, kind, arg, btf ? regs->dx : BPF_CORE_READ(regs, dx));
   if (btf) {
     struct call *t = bpf_task_storage_get(&thread_calls, bpf_get_current_task_btf(), 0,
                                           BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -436,6 +446,8 @@ static __always_inline void on_data_out(struct call *c, long ret) {
   count_end(ep, latency, 1, ret >= 12 && is_server_error(c->buf));
 }
 
+#include "http2.bpf.h"
+
 static __always_inline void on_exit(struct pt_regs *regs, long ret, const int btf) {
   long id = btf ? (long)regs->orig_ax : (long)BPF_CORE_READ(regs, orig_ax);
   switch (id) {
@@ -471,6 +483,11 @@ static __always_inline void on_exit(struct pt_regs *regs, long ret, const int bt
     bpf_map_delete_elem(&calls, &pid_tgid);
   }
   if (ret <= 0) return;
+  const struct hr_port *pe = port_config(c.port);
+  if (pe && pe->proto == HR_PROTO_HTTP2) {
+    h2_syscall(&c, pe, ret, btf);
+    return;
+  }
   if (c.dir == DIR_IN) on_data_in(&c, ret, btf);
   else on_data_out(&c, ret);
 }
@@ -483,6 +500,8 @@ static __always_inline void on_state(const struct sock *sk, int oldstate, int ne
   if (newstate != TCP_CLOSE && newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK) return;
   __u64 key = (__u64)sk;
   if (newstate == TCP_CLOSE) bpf_map_delete_elem(&known, &key);
+  const struct hr_port *pe = port_config(local_port(sk));
+  if (pe && pe->proto == HR_PROTO_HTTP2) h2_close(key);
   struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &key);
   if (!r) return;
   /* Aborted: a request the server had read all of, after pieces, ends in the

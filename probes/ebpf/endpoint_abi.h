@@ -65,10 +65,14 @@ static inline __u64 hr_hist_lower_ns(__u32 b) {
  * port_slot[local port] is 0 for a port no endpoint lives on, else 1 + an
  * index into port_cfg, which says which endpoints live there. An array
  * indexed by port costs every socket event one load, no map lookup. */
+#define HR_PROTO_HTTP1 0 /* HTTP/1.x, or any protocol of one request at a time per connection */
+#define HR_PROTO_HTTP2 1 /* cleartext HTTP/2 (h2c, gRPC): streams, from the frames */
 struct hr_port {
   __u32 generic_ep;                       /* endpoint without a path, or HR_NO_ENDPOINT */
   __u32 n_paths;                          /* entries used in path_eps */
   __u32 path_eps[HR_MAX_PATHS_PER_PORT];  /* endpoints with a path prefix */
+  __u32 proto;                            /* HR_PROTO_*: every endpoint of a port speaks the same */
+  __u32 pad;
 };
 
 /* endpoints array: index -> SLO and path prefix. The prefix is stored as
@@ -136,6 +140,66 @@ struct hr_slot {
   __u16 seen; /* HR_F_WAITING, HR_F_DRAINED: how the socket was at the last refresh */
   __u16 pad;
   struct hr_inflight r;
+};
+
+/* HTTP/2 (docs/endpoints.md, "HTTP/2 and gRPC"): per connection, where each
+ * direction's frames stand and up to HR_H2_SLOTS streams in flight. A stream
+ * goes in the slot its id gives, (id >> 1) % HR_H2_SLOTS: client streams have
+ * odd ids counting up by 2, so the streams in flight at once take
+ * consecutive slots; one whose slot is taken is not counted (dropped). */
+#define HR_H2_SLOTS 128          /* streams in flight measured per connection */
+#define HR_MAX_H2_CONNS 4096     /* HTTP/2 connections known (allocated on demand) */
+#define HR_H2_BODY 0x80000000u   /* in hr_h2_stream.sid: the client has not ended its request yet */
+#define HR_H2_RING 256           /* dynamic-table entries remembered by insertion number */
+
+struct hr_h2_stream {
+  __u64 start_ns;  /* its HEADERS frame arrived; 0: free */
+  __u64 last_ns;   /* its latest frame from the client arrived */
+  __u32 sid;       /* stream id, | HR_H2_BODY while the request goes on */
+  __u32 paused_us; /* time spent waiting for more of the request from the client */
+};
+
+/* One direction's frame parser: bytes of the current frame still to come
+ * (skip), or a frame header split between two system calls (have bytes of it
+ * in hdr). Unsynced: not at a known frame boundary (a connection older than
+ * the probe, or bytes that are not HTTP/2); a system call that starts with
+ * the preface or a plausible frame header syncs it again. */
+struct hr_h2_dir {
+  __u32 skip;
+  __u8 have;
+  __u8 synced;
+  __u8 pad[2];
+  __u8 hdr[24]; /* a frame header: 9 bytes used */
+};
+
+#define HR_H2_HPACK_LOST 1 /* a header block the probe could not walk: dynamic indexes are unknown */
+struct hr_h2_conn {
+  struct hr_h2_dir in;  /* client to server */
+  struct hr_h2_dir out; /* server to client */
+  __u32 ep;             /* the port's endpoint */
+  __u16 port;
+  __u16 flags;          /* HR_H2_HPACK_LOST */
+  /* The server's HPACK encoder: entries it added to its dynamic table, and
+   * for the latest HR_H2_RING, by insertion number: the entry's name is
+   * grpc-status, the entry means an error (grpc-status other than 0,
+   * :status 5xx). An indexed field refers to an entry by how recent it is, so
+   * counting insertions is enough; no entry can live longer than the latest
+   * HR_H2_RING while the table is at most 8 KiB (32 bytes per entry at least). */
+  __u32 inserts;
+  __u32 pad;
+  __u64 grpc_status_name[HR_H2_RING / 64];
+  __u64 error_entry[HR_H2_RING / 64];
+  struct hr_h2_stream s[HR_H2_SLOTS];
+};
+
+/* h2_stats per-CPU array, one entry: how the HTTP/2 parsers fared, since load. */
+struct hr_h2_stats {
+  __u64 frames;         /* frame headers walked, both directions */
+  __u64 split_headers;  /* frame headers split between two system calls (handled) */
+  __u64 desyncs;        /* walks that lost the frame boundaries (bad bytes, the step budget) */
+  __u64 resyncs;        /* connections synced at a system call's start */
+  __u64 dropped;        /* streams not measured: their slot taken, or no connection entry free */
+  __u64 hpack_lost;     /* header blocks the probe could not walk whole (too long, CONTINUATION, split) */
 };
 
 /* A request's server time at now: its age less the client's pauses. One that

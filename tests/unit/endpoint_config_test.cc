@@ -177,12 +177,12 @@ const ErrorCase kErrorCases[] = {
     {"SingleBrackets", "[endpoint]\nname = \"a\"\n", "endpoint", 1, 1,
      {"expected an array of tables", "write [[endpoint]] with two brackets"}},
     {"ElementNotTable", "endpoint = [\"api\"]\n", "endpoint[0]", 1, 13,
-     {"expected a table with keys name, port, path, target, max, max_concurrency"}},
+     {"expected a table with keys name, port, path, protocol, target, max, max_concurrency"}},
     {"TopLevelTypo", "[[endpoints]]\nname = \"a\"\n", "endpoints", 1, 3, {"did you mean \"endpoint\"?"}},
     {"UnknownKeyNear", table("a", 80, "targt = \"1ms\"\n"), "endpoint[0].targt", 6, 1,
      {"unknown key \"targt\" in [[endpoint]]; did you mean \"target\"?"}},
     {"UnknownKeyFar", table("a", 80, "colour = 1\n"), "endpoint[0].colour", 6, 1,
-     {"valid keys in [[endpoint]] are name, port, path, target, max, max_concurrency"}},
+     {"valid keys in [[endpoint]] are name, port, path, protocol, target, max, max_concurrency"}},
 
     // Required keys, reported at the [[endpoint]] header.
     {"NameMissing", "[agent]\n[[endpoint]]\nport = 80\ntarget = \"1ms\"\nmax = \"2ms\"\n", "endpoint[0].name", 2, 1,
@@ -376,14 +376,14 @@ TEST_P(EndpointFlagErrors, NameTheKeyAndTheForm) {
   for (const char* part : c.parts) EXPECT_THAT(err, HasSubstr(part)) << err;
 }
 
-constexpr const char* kForm = "name=NAME,port=PORT[,path=/PREFIX],target=DURATION,max=DURATION[,max_concurrency=N]";
+constexpr const char* kForm = "name=NAME,port=PORT[,path=/PREFIX][,protocol=http2],target=DURATION,max=DURATION[,max_concurrency=N]";
 
 const FlagErrorCase kFlagErrorCases[] = {
     {"Empty", "", {"is empty", kForm}},
     {"Blank", "  ", {"is empty", kForm}},
     {"UnknownKeyNear", "nmae=api,port=80,target=1ms,max=2ms", {"unknown key \"nmae\"; did you mean \"name\"?", kForm}},
     {"UnknownKeyFar", "name=api,port=80,target=1ms,max=2ms,colour=red",
-     {"unknown key \"colour\"", "valid keys are name, port, path, target, max, max_concurrency", kForm}},
+     {"unknown key \"colour\"", "valid keys are name, port, path, protocol, target, max, max_concurrency", kForm}},
     {"DuplicateKey", "name=api,port=80,port=81,target=1ms,max=2ms", {"duplicate key \"port\"", kForm}},
     {"MissingOne", "name=api,port=80,target=1ms", {"missing key \"max\";", kForm}},
     {"MissingSeveral", "name=api", {"missing keys \"port\", \"target\", \"max\";", kForm}},
@@ -523,6 +523,51 @@ TEST(EndpointConfigDocs, DocumentKeysAndFlags) {
   EXPECT_THAT(man8, HasSubstr("\\-\\-endpoint"));
   EXPECT_THAT(man8, HasSubstr("\\-\\-no\\-ebpf"));
   EXPECT_THAT(man8, Not(HasSubstr("--endpoint")));  // roff needs \- for a real hyphen
+}
+
+// ---------------------------------------------------------------------------
+// protocol = "http1" | "http2"
+
+TEST(EndpointProtocol, DefaultsToHttp1AndTakesHttp2) {
+  EXPECT_EQ(must_parse(table("a", 80)).endpoints.at(0).protocol, EndpointProtocol::http1);
+  EXPECT_EQ(must_parse(table("a", 80, "protocol = \"http1\"\n")).endpoints.at(0).protocol, EndpointProtocol::http1);
+  EXPECT_EQ(must_parse(table("a", 80, "protocol = \"http2\"\n")).endpoints.at(0).protocol, EndpointProtocol::http2);
+  EXPECT_EQ(flag_ok("name=rpc,port=50051,protocol=http2,target=20ms,max=200ms").protocol, EndpointProtocol::http2);
+}
+
+TEST(EndpointProtocol, UnknownNamesSayWhatToWrite) {
+  ConfigError e = must_fail(table("a", 80, "protocol = \"grpc\"\n"));
+  EXPECT_EQ(e.key, "endpoint[0].protocol") << e.to_string();
+  EXPECT_THAT(e.message, HasSubstr("must be \"http1\" or \"http2\", got \"grpc\"; write \"http2\""));
+  EXPECT_GT(e.line, 0) << e.to_string();
+  e = must_fail(table("a", 80, "protocol = \"HTTP/1.1\"\n"));
+  EXPECT_THAT(e.message, HasSubstr("write \"http1\""));
+  e = must_fail(table("a", 80, "protocol = \"quic\"\n"));
+  EXPECT_THAT(e.message, ::testing::EndsWith("got \"quic\""));
+  EXPECT_THAT(flag_error("name=rpc,port=1,protocol=h2c,target=1ms,max=2ms"),
+              HasSubstr("protocol: must be \"http1\" or \"http2\", got \"h2c\"; write \"http2\""));
+}
+
+TEST(EndpointProtocol, Http2TakesNoPathAndAPortSpeaksOneProtocol) {
+  EndpointConfig h2 = ep("rpc", 80);
+  h2.protocol = EndpointProtocol::http2;
+  EndpointConfig h2_path = ep("rpc2", 80, "/x");
+  h2_path.protocol = EndpointProtocol::http2;
+  auto e = validate_endpoints({h2_path}, "f");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->key, "endpoint[0].path");
+  EXPECT_THAT(e->message, HasSubstr("cannot be used with protocol = \"http2\""));
+
+  e = validate_endpoints({h2, ep("web", 80, "/x")}, "f");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->key, "endpoint[1].protocol");
+  EXPECT_THAT(e->message, HasSubstr("is \"http1\" on port 80, which endpoint[0]"));
+  EXPECT_THAT(e->message, HasSubstr("says is \"http2\"; every endpoint of a port speaks the same protocol"));
+
+  EndpointConfig other_port = ep("web", 81);
+  EXPECT_FALSE(validate_endpoints({h2, other_port}, "f").has_value());
+  const ConfigError f = must_fail(table("a", 80, "protocol = \"http2\"\npath = \"/x\"\n"));
+  EXPECT_EQ(f.key, "endpoint[0].path") << f.to_string();
 }
 
 }  // namespace

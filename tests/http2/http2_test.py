@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""HTTP/2 and gRPC endpoints (protocol = "http2") against real servers and clients.
+
+    http2_test.py SOURCE_DIR BUILD_DIR
+
+headroomd (interval 100 ms) traces the servers with its eBPF probe; what its
+endpoint reports say is compared with what the clients measured themselves:
+
+  - nghttpd (Debian's nghttp2-server, cleartext) loaded by h2load
+    (nghttp2-client) with many streams per connection, while the test stops
+    nghttpd for 50 ms every 150 ms (SIGSTOP/SIGCONT), so that a share of the
+    requests is slow: the requests counted within 5 % of h2load's, the share
+    over the target within 2 points of the share h2load's per-request log
+    shows, and the streams in flight while nghttpd is stopped equal to the
+    streams h2load keeps open;
+  - a gRPC server and client (python3-grpcio, tests/http2/grpc_peer.py): 16
+    RPCs at a time on one channel, 20 % taking 40 ms and 10 % ending with
+    status INTERNAL: the share over the target and the error share within 2
+    points of the client's counts;
+  - the gRPC server SIGSTOPped under load: latency.slo_target and
+    latency.slo_max reach 1.0 within target + window (+ slack);
+  - hostile clients on an HTTP/2 port: garbage after the preface, frames with
+    absurd lengths, 10 000 streams opened and never answered on one
+    connection: the in-flight streams stay bounded (the probe measures at most
+    128 per connection), another endpoint's figures are untouched, and the
+    agent keeps publishing.
+
+Needs root (eBPF) and nghttpd, h2load and python3-grpcio; without them it
+skips (exit 77), saying why; with CI=true a skip is a failure.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+sys.path.insert(0, os.path.join(HERE, "..", "oob"))
+import harness  # noqa: E402  (tests/support/harness.py)
+from harness import Fatal, Proc, figure, free_port, note, tail, toml_string, wait_until  # noqa: E402
+import orca_oob  # noqa: E402  (the OrcaLoadReport codec)
+
+SOURCE_DIR = BUILD_DIR = HEADROOMD = ""
+NGHTTPD = "/usr/sbin/nghttpd"
+H2LOAD = "/usr/bin/h2load"
+PEER = os.path.join(HERE, "grpc_peer.py")
+PYTHON = "/usr/bin/python3"  # Debian's, which python3-grpcio is installed for
+
+TARGET_MS = 20
+MAX_MS = 400
+
+
+class Agent:
+    """headroomd on a directory of the case's, with the given endpoints."""
+
+    def __init__(self, case, tmp, endpoints, smoothing="30s"):
+        self.orca_dir = os.path.join(tmp, "orca")
+        config = os.path.join(tmp, "headroom.toml")
+        body = ("[agent]\norca_dir = " + toml_string(self.orca_dir) + "\ninterval = \"100ms\"\n"
+                "smoothing = " + toml_string(smoothing) + "\n")
+        for name, port in endpoints:
+            body += (f"\n[[endpoint]]\nname = \"{name}\"\nport = {port}\nprotocol = \"http2\"\n"
+                     f"target = \"{TARGET_MS}ms\"\nmax = \"{MAX_MS}ms\"\n")
+        with open(config, "w") as f:
+            f.write(body)
+        self.proc = Proc("headroomd", [HEADROOMD, "--config", config], tmp, case)
+        self.names = [n for n, _ in endpoints]
+        for name in self.names:
+            wait_until(lambda: self.report(name), 15, f"endpoint.{name}.orca")
+        if "attached" not in self.proc.err() or "tp_btf syscalls" not in self.proc.err():
+            raise AssertionError("headroomd did not attach the syscall programs:\n" + tail(self.proc.err()))
+
+    def check_alive(self):
+        if not self.proc.alive():
+            raise Fatal(f"headroomd exited with {self.proc.p.returncode}:\n{tail(self.proc.err())}")
+
+    def report(self, name):
+        self.check_alive()
+        with open(os.path.join(self.orca_dir, f"endpoint.{name}.orca"), "rb") as f:
+            return orca_oob.decode_report(f.read())
+
+    def fresh(self, name):
+        """A report written after this call."""
+        seq = self.report(name)["named_metrics"].get("headroom.seq", 0)
+        return wait_until(lambda: (lambda r: r if r["named_metrics"].get("headroom.seq", 0) > seq else None)(
+            self.report(name)), 5, f"a new endpoint.{name}.orca")
+
+
+def shares(report):
+    u = report["utilization"]
+    return u.get("latency.slo_target", float("nan")), u.get("latency.slo_max", float("nan"))
+
+
+def describe(report):
+    nm = report["named_metrics"]
+    keys = ("headroom.window.requests", "headroom.window.seconds", "headroom.inflight", "headroom.inflight.avg",
+            "headroom.pending", "headroom.latency.p50_ms", "headroom.latency.p99_ms")
+    return (f"rps={report['rps_fractional']:.1f} eps={report['eps']:.1f} util={report['utilization']} " +
+            " ".join(f"{k[9:]}={nm[k]:.4g}" for k in keys if k in nm))
+
+
+class Pauser(threading.Thread):
+    """Stops a process for `stop_s` every `period_s` until told to end."""
+
+    def __init__(self, pid, stop_s, period_s):
+        super().__init__(daemon=True)
+        self.pid, self.stop_s, self.period_s = pid, stop_s, period_s
+        self.done = threading.Event()
+        self.pauses = 0
+
+    def run(self):
+        while not self.done.wait(self.period_s - self.stop_s):
+            os.kill(self.pid, signal.SIGSTOP)
+            time.sleep(self.stop_s)
+            os.kill(self.pid, signal.SIGCONT)
+            self.pauses += 1
+
+    def end(self):
+        self.done.set()
+        self.join(5)
+        os.kill(self.pid, signal.SIGCONT)
+
+
+def start_nghttpd(case, tmp):
+    docroot = os.path.join(tmp, "htdocs")
+    os.makedirs(docroot, exist_ok=True)
+    with open(os.path.join(docroot, "index.html"), "w") as f:
+        f.write("x" * 100)
+    port = free_port()
+    proc = Proc("nghttpd", [NGHTTPD, "--no-tls", "-d", docroot, "--address", "127.0.0.1", str(port)], tmp, case)
+
+    def listening():
+        if not proc.alive():
+            raise Fatal("nghttpd exited: " + proc.err())
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    wait_until(listening, 10, "nghttpd to listen")
+    return proc, port
+
+
+def start_grpc_server(case, tmp, name="grpc-server"):
+    port = free_port()
+    proc = Proc(name, [PYTHON, PEER, "server", port], tmp, case)
+
+    def bound():
+        if not proc.alive():
+            raise Fatal("the gRPC server exited: " + proc.err())
+        return re.search(r"^port=(\d+)$", proc.out(), re.M)
+    wait_until(bound, 20, "the gRPC server's port=N line")
+    return proc, port
+
+
+def h2load_log(path):
+    """h2load --log-file: (start µs, status, duration µs) per request."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3:
+                rows.append((int(parts[0]), int(parts[1]), int(parts[2])))
+    return rows
+
+
+class Http2(unittest.TestCase):
+    def setUp(self):
+        self.tmp = harness.make_temp_dir(self)
+
+    def test_1_nghttpd_h2load_counts_shares_and_streams(self):
+        """nghttpd + h2load, 2 connections x 32 streams, 2 x 1000 requests/s, nghttpd paused 50 ms in every 150 ms."""
+        server, port = start_nghttpd(self, self.tmp)
+        agent = Agent(self, self.tmp, [("h2", port)])
+        connections, streams, seconds = 2, 32, 8
+        log = os.path.join(self.tmp, "h2load.log")
+        pauser = Pauser(server.pid, 0.050, 0.150)
+        load = Proc("h2load", [H2LOAD, "-c", connections, "-m", streams, "--rps", 1000, "-D", seconds,
+                               "--log-file", log, f"http://127.0.0.1:{port}/index.html"], self.tmp, self)
+        time.sleep(1.0)
+        pauser.start()
+        # Streams in flight while nghttpd is stopped: every stream h2load
+        # keeps open waits in nghttpd (read, or unread in its socket).
+        time.sleep(3.0)
+        pauser.end()
+        os.kill(server.pid, signal.SIGSTOP)
+        time.sleep(0.6)
+        during = agent.fresh("h2")
+        os.kill(server.pid, signal.SIGCONT)
+        self.assertIsNotNone(load.wait(seconds + 20), "h2load did not finish")
+        self.assertEqual(load.p.returncode, 0, load.out() + load.err())
+        time.sleep(0.3)
+        after = agent.fresh("h2")
+        rows = h2load_log(log)
+        ok = [r for r in rows if r[1] == 200]
+        slow = sum(1 for r in ok if r[2] > TARGET_MS * 1000)
+        client_share = slow / len(ok)
+        nm = after["named_metrics"]
+        counted = nm["headroom.window.requests"]
+        figure(f"nghttpd/h2load: {len(ok)} requests by h2load, {counted:.0f} counted; slow share "
+               f"{client_share:.4f} by h2load, {shares(after)[0]:.4f} by headroom ({pauser.pauses} pauses)")
+        note("after: " + describe(after))
+        self.assertGreater(len(ok), 5000, load.out())
+        self.assertLessEqual(abs(counted - len(ok)), 0.05 * len(ok), describe(after))
+        self.assertGreater(client_share, 0.02, "the pauses made too few requests slow to compare")
+        self.assertLessEqual(abs(shares(after)[0] - client_share), 0.02, describe(after))
+        in_flight = during["named_metrics"]["headroom.inflight"]
+        pending = during["named_metrics"]["headroom.pending"]
+        figure(f"nghttpd stopped: {in_flight:.0f} streams in flight + {pending:.0f} connections with unread "
+               f"requests; h2load keeps {connections * streams} streams open")
+        # Unread requests count once per connection (their streams are not
+        # known until read), so in flight is at most the open streams, and
+        # with the pending connections at least all of them but the unread.
+        self.assertLessEqual(in_flight, connections * streams, describe(during))
+        self.assertGreaterEqual(in_flight + pending * streams, connections * streams, describe(during))
+
+    def test_2_grpc_shares_and_errors(self):
+        """python3-grpcio: 16 RPCs in flight on one channel, 20 % slow (40 ms), 10 % INTERNAL."""
+        server, port = start_grpc_server(self, self.tmp)
+        agent = Agent(self, self.tmp, [("grpc", port)])
+        out = os.path.join(self.tmp, "client.json")
+        client = Proc("grpc-client", [PYTHON, PEER, "client", port, 8, 16, out, "--slow", 20, "--errors", 10],
+                      self.tmp, self)
+        self.assertEqual(client.wait(60), 0, client.err())
+        time.sleep(0.3)
+        r = agent.fresh("grpc")
+        with open(out) as f:
+            c = json.load(f)
+        lat = c["latencies_ms"]
+        client_slow = sum(1 for ms in lat if ms > TARGET_MS) / len(lat)
+        client_errors = c["errors"] / c["calls"]
+        nm = r["named_metrics"]
+        counted = nm["headroom.window.requests"]
+        error_share = r["eps"] / r["rps_fractional"] if r["rps_fractional"] > 0 else float("nan")
+        figure(f"gRPC: {c['calls']} calls by the client, {counted:.0f} counted; slow share {client_slow:.4f} by the "
+               f"client, {shares(r)[0]:.4f} by headroom; error share {client_errors:.4f} by the client, "
+               f"{error_share:.4f} by headroom")
+        note("report: " + describe(r))
+        self.assertGreater(c["calls"], 1000)
+        self.assertLessEqual(abs(counted - c["calls"]), 0.05 * c["calls"], describe(r))
+        self.assertLessEqual(abs(shares(r)[0] - client_slow), 0.02, describe(r))
+        self.assertLessEqual(abs(error_share - client_errors), 0.02, describe(r))
+
+    def test_2b_grpc_concurrency(self):
+        """python3-grpcio: 16 RPCs in flight on one channel, every one 40 ms: 16 streams in flight."""
+        server, port = start_grpc_server(self, self.tmp)
+        agent = Agent(self, self.tmp, [("grpc", port)], smoothing="2s")
+        out = os.path.join(self.tmp, "client.json")
+        client = Proc("grpc-client", [PYTHON, PEER, "client", port, 4, 16, out, "--slow", 100], self.tmp, self)
+        time.sleep(3.0)
+        r = agent.fresh("grpc")
+        self.assertEqual(client.wait(30), 0, client.err())
+        with open(out) as f:
+            c = json.load(f)
+        lat = sorted(c["latencies_ms"])
+        median = lat[len(lat) // 2]
+        avg = r["named_metrics"]["headroom.inflight.avg"]
+        # The client keeps 16 calls open; each spends 40 ms of its median
+        # round trip in the server: the streams in flight there on average.
+        expect = 16 * 40.0 / median
+        figure(f"gRPC concurrency: headroom.inflight.avg {avg:.2f} with 16 calls open, each 40 ms in the server "
+               f"of a {median:.1f} ms median round trip (expected {expect:.2f})")
+        note("report: " + describe(r))
+        self.assertLessEqual(abs(avg - expect), 1.0, describe(r))
+        self.assertLessEqual(r["named_metrics"]["headroom.inflight"], 16, describe(r))
+
+    def test_3_grpc_server_stopped_reaches_one(self):
+        """The gRPC server SIGSTOPped under load: both shares 1.0 within target + window."""
+        window_s, slack_s = 1.0, 0.5
+        server, port = start_grpc_server(self, self.tmp)
+        agent = Agent(self, self.tmp, [("grpc", port)], smoothing="1s")
+        out = os.path.join(self.tmp, "client.json")
+        Proc("grpc-client", [PYTHON, PEER, "client", port, 20, 16, out], self.tmp, self)
+        time.sleep(2.0)
+        healthy = agent.fresh("grpc")
+        note("healthy: " + describe(healthy))
+        self.assertGreater(healthy["rps_fractional"], 50, describe(healthy))
+        self.assertLess(shares(healthy)[0], 0.05, describe(healthy))
+        stopped = time.monotonic()
+        server.signal(signal.SIGSTOP)
+        try:
+            limit = TARGET_MS / 1000 + window_s + slack_s
+            last = None
+            reached = None
+            while time.monotonic() < stopped + max(limit, MAX_MS / 1000 + window_s + slack_s):
+                last = agent.report("grpc")
+                t, m = shares(last)
+                if t >= 0.999 and reached is None:
+                    reached = time.monotonic() - stopped
+                if t >= 0.999 and m >= 0.999:
+                    break
+                time.sleep(0.05)
+            both = time.monotonic() - stopped
+            figure(f"gRPC server stopped: latency.slo_target 1.0 after {reached if reached is None else round(reached * 1000)} ms "
+                   f"(limit {limit * 1000:.0f}), latency.slo_max 1.0 after {both * 1000:.0f} ms "
+                   f"(limit {(MAX_MS / 1000 + window_s + slack_s) * 1000:.0f})")
+            self.assertIsNotNone(reached, "latency.slo_target did not reach 1.0: " + describe(last))
+            self.assertLessEqual(reached, limit, describe(last))
+            self.assertGreaterEqual(shares(last)[1], 0.999, "latency.slo_max: " + describe(last))
+        finally:
+            server.signal(signal.SIGCONT)
+        wait_until(lambda: shares(agent.report("grpc"))[0] < 0.5, 5, "latency.slo_target below 0.5 after SIGCONT")
+
+    def test_4_hostile_clients(self):
+        """Garbage after the preface, absurd lengths, 10 000 unanswered streams: bounded, isolated."""
+        server, port = start_nghttpd(self, self.tmp)
+        sink_port = free_port()
+        sink = Proc("sink", [PYTHON, "-c", SINK, sink_port], self.tmp, self)
+        wait_until(lambda: "listening" in sink.out(), 10, "the silent server")
+        agent = Agent(self, self.tmp, [("h2", port), ("silent", sink_port)])
+        log = os.path.join(self.tmp, "h2load.log")
+        load = Proc("h2load", [H2LOAD, "-c", 2, "-m", 8, "-D", 6, "--log-file", log,
+                               f"http://127.0.0.1:{port}/index.html"], self.tmp, self)
+        time.sleep(1.0)
+        hostile = []
+        # garbage after the preface, on both servers
+        for p in (port, sink_port):
+            s = socket.create_connection(("127.0.0.1", p))
+            s.sendall(PREFACE + settings() + os.urandom(64 * 1024))
+            hostile.append(s)
+        # frames with absurd lengths: a HEADERS frame claiming 16 MiB, then bytes
+        for p in (port, sink_port):
+            s = socket.create_connection(("127.0.0.1", p))
+            s.sendall(PREFACE + settings() + frame(1, 0x5, 1, b"\x82" * 64, length=0xFFFFFF) + b"\0" * 4096)
+            hostile.append(s)
+        # 10 000 streams opened, never answered (the silent server reads and never writes)
+        s = socket.create_connection(("127.0.0.1", sink_port))
+        s.sendall(PREFACE + settings())
+        batch = b"".join(frame(1, 0x5, 2 * i + 1, HEADERS_BLOCK) for i in range(10000))
+        s.sendall(batch)
+        hostile.append(s)
+        time.sleep(1.0)
+        silent = agent.fresh("silent")
+        figure(f"hostile: the silent server's streams in flight {silent['named_metrics']['headroom.inflight']:.0f} "
+               f"after 10 000 opened on one connection (bound 128 per connection)")
+        self.assertLessEqual(silent["named_metrics"]["headroom.inflight"], 128 + 2, describe(silent))
+        self.assertGreaterEqual(silent["named_metrics"]["headroom.inflight"], 100, describe(silent))
+        self.assertEqual(load.wait(30), 0, load.out() + load.err())
+        time.sleep(0.3)
+        r = agent.fresh("h2")
+        rows = [x for x in h2load_log(log) if x[1] == 200]
+        counted = r["named_metrics"]["headroom.window.requests"]
+        figure(f"hostile: nghttpd's endpoint counted {counted:.0f} of h2load's {len(rows)} requests "
+               f"next to the hostile connections")
+        self.assertLessEqual(abs(counted - len(rows)), 0.05 * len(rows), describe(r))
+        self.assertLess(shares(r)[0], 0.05, "nghttpd answered at once; nothing should be slow: " + describe(r))
+        for s in hostile:
+            s.close()
+        # Their ends abort what they held: nothing stays in flight.
+        wait_until(lambda: agent.fresh("silent")["named_metrics"]["headroom.inflight"] == 0, 5,
+                   "the silent server's streams to end with their connections")
+        agent.fresh("h2")
+
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+# :method GET, :scheme http, :path /, :authority (literal, not indexed) "x"
+HEADERS_BLOCK = b"\x82\x86\x84\x01\x01x"
+
+
+def frame(ftype, flags, sid, payload, length=None):
+    n = len(payload) if length is None else length
+    return struct.pack(">I", n)[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+
+
+def settings():
+    return frame(4, 0, 0, b"")
+
+
+# A server that reads everything and never answers.
+SINK = r"""
+import socket, sys, threading
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", int(sys.argv[1])))
+srv.listen(64)
+print("listening", flush=True)
+def drain(c):
+    while c.recv(65536):
+        pass
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=drain, args=(c,), daemon=True).start()
+"""
+
+
+def main():
+    global SOURCE_DIR, BUILD_DIR, HEADROOMD
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 64
+    SOURCE_DIR, BUILD_DIR = sys.argv[1], sys.argv[2]
+    HEADROOMD = os.environ.get("HEADROOMD") or os.path.join(BUILD_DIR, "agent", "headroomd")
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("root (loading eBPF programs)")
+    for tool, pkg in ((NGHTTPD, "nghttp2-server"), (H2LOAD, "nghttp2-client")):
+        if not os.access(tool, os.X_OK):
+            missing.append(f"{tool} (Debian: apt-get install {pkg})")
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        missing.append(f"python3-grpcio for {sys.executable} (Debian: apt-get install python3-grpcio)")
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        missing.append("a kernel with BTF (/sys/kernel/btf/vmlinux)")
+    if missing:
+        msg = "SKIPPED: the HTTP/2 tests need " + "; ".join(missing)
+        note(msg)
+        if os.environ.get("CI") == "true":
+            note("FAIL: CI=true, and CI must run every test")
+            return 1
+        return 77
+    return harness.run_suite(Http2, only_env="HTTP2_ONLY")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
