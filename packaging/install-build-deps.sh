@@ -23,7 +23,7 @@ apt-get install -y -q --no-install-recommends \
   prometheus-cpp-dev libmicrohttpd-dev prometheus prometheus-node-exporter python3-yaml \
   podman runc \
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio \
-  nghttp2-server nghttp2-client \
+  nghttp2-server nghttp2-client python3-h2 \
   nlohmann-json3-dev
 # clang, llvm (llvm-strip) and bpftool build the eBPF programs; clang with
 # libclang-rt-14-dev (libFuzzer's runtime, only recommended by clang) builds
@@ -43,4 +43,5 @@ apt-get install -y -q --no-install-recommends \
 # out-of-band ORCA service (orca/grpc/); python3-grpcio is the independent
 # client its tests stream with (tests/oob/), and the gRPC server and client
 # of the HTTP/2 endpoint tests (tests/http2/), with nghttp2-server (nghttpd)
-# and nghttp2-client (h2load): a real HTTP/2 server and load generator.
+# and nghttp2-client (h2load): a real HTTP/2 server and load generator;
+# python3-h2 is another HTTP/2 implementation (its own HPACK encoder).

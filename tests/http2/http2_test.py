@@ -14,6 +14,10 @@ endpoint reports say is compared with what the clients measured themselves:
     over the target within 2 points of the share h2load's per-request log
     shows, and the streams in flight while nghttpd is stopped equal to the
     streams h2load keeps open;
+  - errors: a server on Python's h2 answering a quarter of the requests 503
+    (its HPACK encoder Huffman-codes the status and then refers to it in its
+    dynamic table), and nghttpd sending "grpc-status: 13" trailers (nghttp2's
+    encoder, a Huffman-coded name): the error share as h2load counted;
   - a gRPC server and client (python3-grpcio, tests/http2/grpc_peer.py): 16
     RPCs at a time on one channel, 20 % taking 40 ms and 10 % ending with
     status INTERNAL: the share over the target and the error share within 2
@@ -26,7 +30,7 @@ endpoint reports say is compared with what the clients measured themselves:
     128 per connection), another endpoint's figures are untouched, and the
     agent keeps publishing.
 
-Needs root (eBPF) and nghttpd, h2load and python3-grpcio; without them it
+Needs root (eBPF) and nghttpd, h2load, python3-grpcio and python3-h2; without them it
 skips (exit 77), saying why; with CI=true a skip is a failure.
 """
 
@@ -53,6 +57,7 @@ SOURCE_DIR = BUILD_DIR = HEADROOMD = ""
 NGHTTPD = "/usr/sbin/nghttpd"
 H2LOAD = "/usr/bin/h2load"
 PEER = os.path.join(HERE, "grpc_peer.py")
+STATUS_SERVER = os.path.join(HERE, "h2_status_server.py")
 PYTHON = "/usr/bin/python3"  # Debian's, which python3-grpcio is installed for
 
 TARGET_MS = 20
@@ -220,6 +225,49 @@ class Http2(unittest.TestCase):
         self.assertLessEqual(in_flight, connections * streams, describe(during))
         self.assertGreaterEqual(in_flight + pending * streams, connections * streams, describe(during))
 
+    def test_1b_status_and_trailer_errors(self):
+        """:status 503 from Python's h2 (Huffman, then indexed), grpc-status trailers from nghttpd."""
+        port = free_port()
+        h2srv = Proc("h2-status-server", [PYTHON, STATUS_SERVER, port], self.tmp, self)
+        def listening():
+            if not h2srv.alive():
+                raise Fatal("the h2 server exited: " + h2srv.err())
+            return "port=" in h2srv.out()
+        wait_until(listening, 20, "the h2 server's port=N line")
+        nghttpd_dir = os.path.join(self.tmp, "htdocs")
+        os.makedirs(nghttpd_dir, exist_ok=True)
+        with open(os.path.join(nghttpd_dir, "index.html"), "w") as f:
+            f.write("x" * 100)
+        trailer_port = free_port()
+        trailers = Proc("nghttpd-trailer", [NGHTTPD, "--no-tls", "-d", nghttpd_dir, "--trailer", "grpc-status: 13",
+                                            "--address", "127.0.0.1", trailer_port], self.tmp, self)
+        wait_until(lambda: socket.create_connection(("127.0.0.1", trailer_port), timeout=1).close() or True, 10,
+                   "nghttpd to listen")
+        agent = Agent(self, self.tmp, [("status", port), ("trailer", trailer_port)])
+        log = os.path.join(self.tmp, "h2load.log")
+        base = f"http://127.0.0.1:{port}"
+        load = Proc("h2load", [H2LOAD, "-c", 2, "-m", 8, "-n", 4000, "--log-file", log, base + "/ok", base + "/ok",
+                               base + "/ok", base + "/fail"], self.tmp, self)
+        load2 = Proc("h2load-trailer", [H2LOAD, "-c", 1, "-m", 4, "-n", 2000,
+                                        f"http://127.0.0.1:{trailer_port}/index.html"], self.tmp, self)
+        self.assertEqual(load.wait(60), 0, load.out() + load.err())
+        self.assertEqual(load2.wait(60), 0, load2.out() + load2.err())
+        time.sleep(0.3)
+        r = agent.fresh("status")
+        rows = h2load_log(log)
+        failed = sum(1 for x in rows if x[1] == 503) / len(rows)
+        share = r["eps"] / r["rps_fractional"]
+        t = agent.fresh("trailer")
+        t_share = t["eps"] / t["rps_fractional"] if t["rps_fractional"] else float("nan")
+        figure(f":status 503: {failed:.4f} of h2load's {len(rows)} requests, {share:.4f} by headroom; "
+               f"grpc-status 13 trailers (nghttpd): error share {t_share:.4f} by headroom of "
+               f"{t['named_metrics']['headroom.window.requests']:.0f} requests (want 1)")
+        self.assertEqual(len(rows), 4000, load.out())
+        self.assertAlmostEqual(failed, 0.25, delta=0.01)
+        self.assertLessEqual(abs(share - failed), 0.02, describe(r))
+        self.assertEqual(t["named_metrics"]["headroom.window.requests"], 2000, describe(t))
+        self.assertGreaterEqual(t_share, 0.98, describe(t))
+
     def test_2_grpc_shares_and_errors(self):
         """python3-grpcio: 16 RPCs in flight on one channel, 20 % slow (40 ms), 10 % INTERNAL."""
         server, port = start_grpc_server(self, self.tmp)
@@ -381,8 +429,9 @@ srv.bind(("127.0.0.1", int(sys.argv[1])))
 srv.listen(64)
 print("listening", flush=True)
 def drain(c):
-    while c.recv(65536):
-        pass
+    with c:  # closed when the client is done: the server's end of the connection
+        while c.recv(65536):
+            pass
 while True:
     c, _ = srv.accept()
     threading.Thread(target=drain, args=(c,), daemon=True).start()
@@ -402,10 +451,11 @@ def main():
     for tool, pkg in ((NGHTTPD, "nghttp2-server"), (H2LOAD, "nghttp2-client")):
         if not os.access(tool, os.X_OK):
             missing.append(f"{tool} (Debian: apt-get install {pkg})")
-    try:
-        import grpc  # noqa: F401
-    except ImportError:
-        missing.append(f"python3-grpcio for {sys.executable} (Debian: apt-get install python3-grpcio)")
+    for module, pkg in (("grpc", "python3-grpcio"), ("h2", "python3-h2")):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(f"{pkg} for {sys.executable} (Debian: apt-get install {pkg})")
     if not os.path.exists("/sys/kernel/btf/vmlinux"):
         missing.append("a kernel with BTF (/sys/kernel/btf/vmlinux)")
     if missing:
