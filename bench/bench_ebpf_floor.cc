@@ -22,6 +22,9 @@
 //   floor-syscalls   empty programs on sys_enter, sys_exit,
 //                    inet_sock_set_state, sk_data_ready (the last where the
 //                    kernel has it: the product attaches it only there)
+//   floor-syscalls-own empty programs on the same but sys_enter, the hooks
+//                    the syscall set attaches (it reads a call's arguments
+//                    at its exit)
 //   product-syscalls EndpointProbe with ProgramSet::syscalls, tracing this
 //                    process (options.self = 1, trace_process(getpid()))
 // The probes are opened once, before the cycles, and then only detached and
@@ -743,7 +746,14 @@ int main(int argc, char** argv) {
   // program on the server's reads): its own floor is measured beside.
   if (want_sockets)
     add_set("sockets", socket_tps, ProgramSet::sockets, {kSkDataReady, kTcpSendmsgLocked, kInetSockSetState});
-  if (want_syscalls) add_set("syscalls", syscall_tps, ProgramSet::syscalls, {});
+  // The syscall set attaches all but sys_enter (it reads a call's arguments
+  // at its exit): its own floor is measured beside too.
+  if (want_syscalls) {
+    std::vector<Tracepoint> own;
+    for (const auto& tp : syscall_tps)
+      if (std::string_view(tp.name) != kSysEnter.name) own.push_back(tp);
+    add_set("syscalls", syscall_tps, ProgramSet::syscalls, own);
+  }
   conn.connect();
   conn.exchanges(warmup * 3);
 

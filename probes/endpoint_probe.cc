@@ -111,10 +111,8 @@ struct Variant {
 constexpr std::string_view kSockRefresh = "hr_sock_refresh";
 constexpr Variant kSockets{
     "tp_btf sockets", {"hr_sock_arrival", "hr_sock_write", "hr_sock_set_state", kSockRefresh}, {}, false};
-constexpr Variant kBtfSyscalls{
-    "tp_btf syscalls", {"hr_btf_sys_enter", "hr_btf_sys_exit", "hr_btf_set_state"}, "hr_btf_data_ready", true};
-constexpr Variant kRawSyscalls{
-    "raw_tp syscalls", {"hr_raw_sys_enter", "hr_raw_sys_exit", "hr_raw_set_state"}, "hr_raw_data_ready", true};
+constexpr Variant kBtfSyscalls{"tp_btf syscalls", {"hr_btf_sys_exit", "hr_btf_set_state"}, "hr_btf_data_ready", true};
+constexpr Variant kRawSyscalls{"raw_tp syscalls", {"hr_raw_sys_exit", "hr_raw_set_state"}, "hr_raw_data_ready", true};
 
 // What each choice tries, best first. The socket set is skipped where it
 // does not fit (see open()).
@@ -262,13 +260,10 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
     // Each set's maps at full size, the other set's shrunk to nothing (the
     // kernel preallocates hash maps: 7 MiB at full size).
     if (v == &kSockets) {
-      for (bpf_map* m : {skel->obj->maps.inflight, skel->obj->maps.known, skel->obj->maps.calls, skel->obj->maps.procs,
-                         skel->obj->maps.h2conns})
+      for (bpf_map* m : {skel->obj->maps.inflight, skel->obj->maps.known, skel->obj->maps.procs, skel->obj->maps.h2conns})
         bpf_map__set_max_entries(m, 1);
     } else {
       bpf_map__set_max_entries(skel->obj->maps.requests, 1);
-      // BTF tracepoints keep a thread's syscall in its task storage.
-      if (v == &kBtfSyscalls) bpf_map__set_max_entries(skel->obj->maps.calls, 1);
       if (!p->has_http2_) bpf_map__set_max_entries(skel->obj->maps.h2conns, 1);
     }
     skel->obj->rodata->self_tgid = static_cast<__u32>(self);
@@ -596,7 +591,8 @@ Result<void> EndpointProbe::walk_inflight_map(const std::function<void(const hr_
 
 // HTTP/2: each connection's streams in flight, as requests of its endpoint
 // (a stream whose request the client has not finished waits for the client:
-// its time stops at its latest piece, as a request in pieces does).
+// its time stops at its latest piece, as a request in pieces does), and its
+// unread bytes as one pending request (their streams are not known yet).
 Result<void> EndpointProbe::walk_h2_streams(uint64_t now_ns, const std::function<void(const hr_inflight&)>& account,
                                             EndpointSnapshot& out) {
   const int fd = bpf_map__fd(skel_->obj->maps.h2conns);
@@ -605,6 +601,14 @@ Result<void> EndpointProbe::walk_h2_streams(uint64_t now_ns, const std::function
   h2_vals_.resize(kBatch);
   auto one = [&](const hr_h2_conn& c) {
     ++out.h2_connections;
+    if (c.unread_since != 0 && c.unread_since <= now_ns) {  // requests the server has not read: pending
+      hr_inflight r{};
+      r.start_ns = r.last_ns = c.unread_since;
+      r.ep = HR_PENDING;
+      r.port = c.port;
+      r.flags = HR_F_WAITING;
+      account(r);
+    }
     for (const auto& s : c.s) {
       if (s.sid == 0 || s.start_ns == 0 || s.start_ns > now_ns) continue;
       hr_inflight r{};

@@ -5,10 +5,15 @@
  * socket set (below, socket tracepoints only, kernels 6.11+).
  *
  * The syscall set's attach points (no kprobes, no fentry, no tracefs needed):
- *   raw_syscalls sys_enter/sys_exit  read, readv, recvfrom, recvmsg (data in);
+ *   raw_syscalls sys_exit            read, readv, recvfrom, recvmsg (data in);
  *                                    write, writev, sendto, sendmsg, sendfile
  *                                    (data out); accept, accept4 (new server
- *                                    processes)
+ *                                    processes). Only the exit: the call's
+ *                                    arguments are still in the task's saved
+ *                                    registers there, and what it moved is
+ *                                    known, so a call that moved nothing
+ *                                    (EAGAIN) costs no more than the lookup
+ *                                    of its process
  *   sock inet_sock_set_state         connection end (a request still in flight
  *                                    is aborted); LISTEN (new server processes)
  *   sock sk_data_ready (>= 6.6)      a request's first bytes reach a known
@@ -140,24 +145,6 @@ struct {
   __type(value, __u8);
 } known SEC(".maps");
 
-/* A traced syscall between its entry and exit, per thread: in the thread's
- * own storage where the programs are BTF tracepoints (no hash lookup, no
- * LRU lock), else in a hash by thread (raw tracepoints, whose context has no
- * typed task). dir 0: no call. */
-struct {
-  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
-  __type(key, int);
-  __type(value, struct call);
-} thread_calls SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, HR_MAX_THREADS);
-  __type(key, __u64);
-  __type(value, struct call);
-} calls SEC(".maps");
-
 /* A typed, read-only view of a kernel object (kernel 6.2+; the verifier
  * turns it into nothing): a kernel object's fields by plain loads, not a
  * bpf_probe_read_kernel call each. Weak, so the object still loads where
@@ -248,8 +235,12 @@ static __always_inline void buffers(struct call *c, __u32 kind, __u64 arg, __u64
   c->iovcnt = n > 1024 ? 1024 : (__u32)n;
 }
 
-/* btf: the program is a BTF tracepoint (typed arguments, task storage). */
-static __always_inline void on_enter(struct pt_regs *regs, long id, const int btf) {
+/* The traced system call that just returned (id, having moved bytes): its
+ * connection and buffers into c, from the arguments in the task's saved
+ * registers (they are not changed by the call), when it is a server
+ * process's call on an endpoint's port. btf: the program is a BTF tracepoint
+ * (typed arguments, plain loads). */
+static __always_inline int traced_call(struct pt_regs *regs, long id, const int btf, struct call *c) {
   __u32 dir, kind;
   switch (id) {
     case NR_read: case NR_recvfrom: dir = DIR_IN; kind = BUF_PLAIN; break;
@@ -259,27 +250,22 @@ static __always_inline void on_enter(struct pt_regs *regs, long id, const int bt
     case NR_writev: dir = DIR_OUT; kind = BUF_IOV; break;
     case NR_sendmsg: dir = DIR_OUT; kind = BUF_MSG; break;
     case NR_sendfile: dir = DIR_OUT; kind = BUF_NONE; break;
-    default: return;
+    default: return 0;
   }
-  __u64 pid_tgid = bpf_get_current_pid_tgid();
-  __u32 tgid = pid_tgid >> 32;
-  if (!bpf_map_lookup_elem(&procs, &tgid)) return;  /* the one lookup untraced processes pay */
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  if (!bpf_map_lookup_elem(&procs, &tgid)) return 0;  /* the one lookup untraced processes pay */
   long fd = btf ? (long)regs->di : (long)BPF_CORE_READ(regs, di);
   __u64 arg = btf ? regs->si : BPF_CORE_READ(regs, si);
   if (id == NR_sendfile) { arg = 0; }  /* sendfile(out_fd, in_fd, ...): out_fd is di */
   struct sock *sk = btf ? sock_of_fd_btf(fd) : sock_of_fd(fd);
-  if (!sk) return;
+  if (!sk) return 0;
   __u32 port = btf ? sk->__sk_common.skc_num : local_port(sk);
-  if (!port_config(port)) return;
-  struct call c = {.sk = (__u64)sk, .dir = dir, .port = port};
-  buffers(&c, kind, arg, btf ? regs->dx : BPF_CORE_READ(regs, dx));
-  if (btf) {
-    struct call *t = bpf_task_storage_get(&thread_calls, bpf_get_current_task_btf(), 0,
-                                          BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (t) *t = c;
-  } else {
-    bpf_map_update_elem(&calls, &pid_tgid, &c, BPF_ANY);
-  }
+  if (!port_config(port)) return 0;
+  c->sk = (__u64)sk;
+  c->dir = dir;
+  c->port = port;
+  buffers(c, kind, arg, btf ? regs->dx : BPF_CORE_READ(regs, dx));
+  return 1;
 }
 
 /* Bytes [0, n) of the user buffer into out (zero-padded). */
@@ -463,26 +449,12 @@ static __always_inline void on_exit(struct pt_regs *regs, long ret, const int bt
       }
       return;
     }
-    case NR_read: case NR_recvfrom: case NR_readv: case NR_recvmsg:
-    case NR_write: case NR_sendto: case NR_writev: case NR_sendmsg: case NR_sendfile:
-      break;
     default:
-      return;
-  }
-  struct call c;
-  if (btf) {
-    struct call *t = bpf_task_storage_get(&thread_calls, bpf_get_current_task_btf(), 0, 0);
-    if (!t || !t->dir) return;
-    c = *t;
-    t->dir = 0;
-  } else {
-    __u64 pid_tgid = bpf_get_current_pid_tgid();
-    struct call *cp = bpf_map_lookup_elem(&calls, &pid_tgid);
-    if (!cp) return;
-    c = *cp;
-    bpf_map_delete_elem(&calls, &pid_tgid);
+      break;
   }
   if (ret <= 0) return;
+  struct call c = {};
+  if (!traced_call(regs, id, btf, &c)) return;
   const struct hr_port *pe = port_config(c.port);
   if (pe && pe->proto == HR_PROTO_HTTP2) {
     h2_syscall(&c, pe, ret, btf);
@@ -514,9 +486,14 @@ static __always_inline void on_state(const struct sock *sk, int oldstate, int ne
 
 static __always_inline void on_data_ready(const struct sock *sk, const int btf) {
   __u32 port = btf ? sk->__sk_common.skc_num : local_port(sk);
-  if (!port_config(port)) return; /* what other sockets pay */
+  const struct hr_port *pe = port_config(port);
+  if (!pe) return; /* what other sockets pay */
   if ((btf ? sk->__sk_common.skc_state : BPF_CORE_READ(sk, __sk_common.skc_state)) != TCP_ESTABLISHED) return;
   __u64 key = (__u64)sk;
+  if (pe->proto == HR_PROTO_HTTP2) {
+    h2_data_ready(key, pe, port);
+    return;
+  }
   if (!bpf_map_lookup_elem(&known, &key)) return;
   __u32 copied, rcv;
   tcp_seqs(key, btf, &copied, &rcv);
@@ -532,12 +509,6 @@ static __always_inline void on_data_ready(const struct sock *sk, const int btf) 
 }
 
 /* BTF tracepoints (kernel >= 5.5) */
-SEC("tp_btf/sys_enter")
-int BPF_PROG(hr_btf_sys_enter, struct pt_regs *regs, long id) {
-  on_enter(regs, id, 1);
-  return 0;
-}
-
 SEC("tp_btf/sys_exit")
 int BPF_PROG(hr_btf_sys_exit, struct pt_regs *regs, long ret) {
   on_exit(regs, ret, 1);
@@ -557,12 +528,6 @@ int BPF_PROG(hr_btf_data_ready, const struct sock *sk) {
 }
 
 /* Raw tracepoints (kernel >= 4.17): the same, arguments by position. */
-SEC("raw_tp/sys_enter")
-int hr_raw_sys_enter(struct bpf_raw_tracepoint_args *ctx) {
-  on_enter((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0);
-  return 0;
-}
-
 SEC("raw_tp/sys_exit")
 int hr_raw_sys_exit(struct bpf_raw_tracepoint_args *ctx) {
   on_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0);

@@ -19,7 +19,6 @@
 
 #define HR_MAX_INFLIGHT 16384       /* requests in flight or waiting to be read */
 #define HR_MAX_CONNS 65536          /* server-side connections known (LRU) */
-#define HR_MAX_THREADS 8192         /* syscalls between enter and exit (LRU; raw tracepoints) */
 #define HR_MAX_PROCS 4096           /* server processes traced (LRU) */
 #define HR_MAX_PORTS 256
 
@@ -187,6 +186,10 @@ struct hr_h2_conn {
    * HR_H2_RING while the table is at most 8 KiB (32 bytes per entry at least). */
   __u32 inserts;
   __u32 pad;
+  /* Bytes from the client the server has not read yet: when the oldest and
+   * the latest of them arrived (sock:sk_data_ready), 0: none. */
+  __u64 unread_since;
+  __u64 unread_last;
   __u64 grpc_status_name[HR_H2_RING / 64];
   __u64 error_entry[HR_H2_RING / 64];
   struct hr_h2_stream s[HR_H2_SLOTS];

@@ -25,6 +25,7 @@
 #define H2_STEPS 2048       /* steps per system call: skip, copy or header, ~3 per frame */
 #define H2_FIELDS 48        /* header fields walked per block */
 #define H2_BLOCK 512        /* header block bytes looked at (a longer one: hpack lost) */
+#define H2_WINDOW 256       /* bytes read from a buffer at once: frame headers and small blocks in it need no other read */
 
 #define H2_DATA 0
 #define H2_HEADERS 1
@@ -85,6 +86,10 @@ struct h2_state {
   __u32 frame_sid;
   __u32 frame_type;
   __u32 frame_flags;
+  /* the window: user bytes [win, win + win_n) copied at the scratch's start */
+  __u64 win;
+  __u32 win_n;
+  __u32 pad1;
   /* walking the copied block: position, end, what it found */
   __u32 bp;
   __u32 bend;
@@ -286,14 +291,16 @@ static long blk_field(__u32 i, void *ctx) {
 
 /* Walks the block copied for the frame w was collecting: 1 when it carries
  * an error. A block the walk cannot follow loses the dynamic table. */
-static __always_inline int h2_block_error(struct h2_walk *w, __u32 copied, int whole) {
+static __always_inline int h2_block_error(struct h2_walk *w, __u32 at, __u32 copied, int whole) {
   __u32 p = 0, end = copied;
   if (w->v->frame_flags & H2_F_PADDED) {
-    __u32 pad = w->sc->b[0];
+    __u32 pad = BLK(w->sc, at);
     p = 1;
     end = w->v->frame_len > pad ? w->v->frame_len - pad : 0;
     if (end > copied) end = copied;
   }
+  p += at;
+  end += at;
   if (w->v->frame_type == H2_PUSH_PROMISE) p += 4;
   else if (w->v->frame_flags & H2_F_PRIORITY) p += 5;
   struct h2_state *v = w->v;
@@ -390,6 +397,19 @@ static __always_inline void h2_frame_header(struct h2_walk *w) {
       h2_server_frame(w, type, sid, 0);
       return;
     }
+    struct h2_state *v = w->v;
+    v->frame_len = len;
+    v->frame_sid = sid;
+    v->frame_type = type;
+    v->frame_flags = flags;
+    if (v->win_n && v->base >= v->win && v->base + len <= v->win + v->win_n && len <= v->seg) {
+      /* the whole block is in the window: walked where it is */
+      int err = h2_block_error(w, (__u32)(v->base - v->win), len, 1);
+      if (type == H2_HEADERS) h2_server_frame(w, H2_HEADERS, sid, err);
+      d->skip = len;
+      return;
+    }
+    v->win_n = 0; /* the copy below overwrites the window */
     w->v->collecting = 1;
     w->v->want = len < H2_BLOCK ? len : H2_BLOCK;
     w->v->pos = 0;
@@ -406,7 +426,7 @@ static __always_inline void h2_frame_header(struct h2_walk *w) {
 
 /* The block w was collecting is copied (or the system call ended first). */
 static __always_inline void h2_block_done(struct h2_walk *w, int whole) {
-  int err = h2_block_error(w, w->v->pos, whole && w->v->frame_len <= H2_BLOCK);
+  int err = h2_block_error(w, 0, w->v->pos, whole && w->v->frame_len <= H2_BLOCK);
   if (w->v->frame_type == H2_HEADERS) h2_server_frame(w, H2_HEADERS, w->v->frame_sid, err);
   w->v->collecting = 0;
   w->d->skip = w->v->frame_len - w->v->pos; /* what was not copied, here or in the next calls */
@@ -441,6 +461,24 @@ static long h2_step(__u32 i, void *ctx) {
     return 0;
   }
   __u32 have = d->have;
+  struct h2_state *v = w->v;
+  if (have == 0 && v->seg >= 9) {
+    /* A whole frame header: from the window, read once for the frames (and
+     * the small header blocks) that follow in the same buffer. */
+    if (!(v->win_n && v->base >= v->win && v->base + 9 <= v->win + v->win_n)) {
+      __u64 n = v->seg < H2_WINDOW ? v->seg : H2_WINDOW;
+      barrier_var(n);
+      if (n > H2_WINDOW) n = H2_WINDOW;
+      if (bpf_probe_read_user(w->sc->b, n, (void *)v->base)) { d->synced = 0; STAT(w, desyncs); return 1; }
+      v->win = v->base;
+      v->win_n = (__u32)n;
+    }
+    __u32 off = (__u32)(v->base - v->win);
+    for (int k = 0; k < 9; k++) d->hdr[k] = (__u8)BLK(w->sc, off + k);
+    h2_advance(w, 9);
+    h2_frame_header(w);
+    return 0;
+  }
   if (have > 8) { d->synced = 0; return 1; }
   __u64 n = 9 - have;
   if (n > w->v->seg) n = w->v->seg;
@@ -481,26 +519,52 @@ static __always_inline int h2_sync(struct h2_walk *w) {
   return 1;
 }
 
+/* The connection's entry, made on its first sight (a zeroed value copied in:
+ * one this size cannot be on the stack). 0 when the table is full. */
+static __always_inline struct hr_h2_conn *h2_conn_of(__u64 sk, const struct hr_port *pe, __u32 port,
+                                                     struct hr_h2_stats *st) {
+  struct hr_h2_conn *conn = bpf_map_lookup_elem(&h2conns, &sk);
+  if (conn) return conn;
+  __u32 zero = 0;
+  struct hr_h2_conn *fresh = bpf_map_lookup_elem(&h2_zero, &zero);
+  if (!fresh || bpf_map_update_elem(&h2conns, &sk, fresh, BPF_NOEXIST)) {
+    if (st) st->dropped++;
+    return 0;
+  }
+  conn = bpf_map_lookup_elem(&h2conns, &sk);
+  if (!conn) return 0;
+  conn->ep = pe->generic_ep;
+  conn->port = (__u16)port;
+  __u8 one = 1;
+  bpf_map_update_elem(&known, &sk, &one, BPF_NOEXIST);
+  return conn;
+}
+
+/* Bytes from the client reached a known HTTP/2 connection: the oldest unread
+ * ones' arrival is kept in the connection's entry (no entry made or removed
+ * per arrival), for the read that takes them and, while the server does not
+ * read, for headroomd: a stopped server's connection ages as pending. */
+static __always_inline void h2_data_ready(__u64 sk, const struct hr_port *pe, __u32 port) {
+  struct hr_h2_conn *conn = bpf_map_lookup_elem(&h2conns, &sk);
+  if (!conn) {
+    if (!bpf_map_lookup_elem(&known, &sk)) return; /* not a traced server's connection */
+    __u32 zero = 0;
+    conn = h2_conn_of(sk, pe, port, bpf_map_lookup_elem(&h2_stats, &zero));
+    if (!conn) return;
+  }
+  __u64 now = bpf_ktime_get_ns();
+  if (!conn->unread_since) conn->unread_since = now;
+  conn->unread_last = now;
+}
+
 /* One read or write of ret bytes on an HTTP/2 connection. */
 static __always_inline void h2_syscall(struct call *c, const struct hr_port *pe, long ret, const int btf) {
   if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop)) return; /* kernel < 5.17 */
   __u64 sk = c->sk;
   __u32 zero = 0;
   struct hr_h2_stats *st = bpf_map_lookup_elem(&h2_stats, &zero);
-  struct hr_h2_conn *conn = bpf_map_lookup_elem(&h2conns, &sk);
-  if (!conn) {
-    struct hr_h2_conn *fresh = bpf_map_lookup_elem(&h2_zero, &zero);
-    if (!fresh || bpf_map_update_elem(&h2conns, &sk, fresh, BPF_NOEXIST)) {
-      if (st) st->dropped++;
-      return;
-    }
-    conn = bpf_map_lookup_elem(&h2conns, &sk);
-    if (!conn) return;
-    conn->ep = pe->generic_ep;
-    conn->port = (__u16)c->port;
-    __u8 one = 1;
-    bpf_map_update_elem(&known, &sk, &one, BPF_NOEXIST);
-  }
+  struct hr_h2_conn *conn = h2_conn_of(sk, pe, c->port, st);
+  if (!conn) return;
   struct h2_scratch *sc = bpf_map_lookup_elem(&h2_block, &zero);
   if (!sc) return;
   struct h2_walk w = {.c = conn, .st = st, .sc = sc, .v = &sc->v};
@@ -510,16 +574,13 @@ static __always_inline void h2_syscall(struct call *c, const struct hr_port *pe,
   w.v->now = bpf_ktime_get_ns();
   w.v->arrival = w.v->now;
   w.d = w.v->out ? &conn->out : &conn->in;
-  if (!w.v->out) {
-    /* The bytes came in when sk_data_ready saw them: the earliest unread. */
-    struct hr_inflight *cur = bpf_map_lookup_elem(&inflight, &sk);
-    if (cur) {
-      if (cur->start_ns && cur->start_ns < w.v->now) w.v->arrival = cur->start_ns;
-      __u32 copied, rcv;
-      tcp_seqs(sk, btf, &copied, &rcv);
-      if (copied == rcv) bpf_map_delete_elem(&inflight, &sk);
-      else cur->start_ns = cur->last_ns; /* what is left came in by its latest piece */
-    }
+  if (!w.v->out && conn->unread_since) {
+    /* The bytes came in when sk_data_ready saw them: the oldest unread. */
+    if (conn->unread_since < w.v->now) w.v->arrival = conn->unread_since;
+    __u32 copied, rcv;
+    tcp_seqs(sk, btf, &copied, &rcv);
+    /* what is left came in by the latest piece */
+    conn->unread_since = copied == rcv ? 0 : conn->unread_last;
   }
   if (c->buf == 0 && c->iov == 0) { /* sendfile: a payload's bytes, or the walk is lost */
     struct hr_h2_dir *d = w.d;
