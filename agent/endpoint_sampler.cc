@@ -32,6 +32,8 @@ EndpointSampler::EndpointSampler(const Config& config) {
                  endpoints_.size());
     return;
   }
+  http2_ = std::any_of(config.endpoints.begin(), config.endpoints.end(),
+                       [](const EndpointConfig& e) { return e.protocol == EndpointProtocol::http2; });
   probes::EndpointProbeOptions options;
   options.proc_root = config.proc_root;
   options.sys_root = config.sys_root;
@@ -54,8 +56,7 @@ EndpointSampler::EndpointSampler(const Config& config) {
     return;
   }
   probe_ = std::move(probe.value());
-  const bool http2 = std::any_of(config.endpoints.begin(), config.endpoints.end(),
-                                 [](const EndpointConfig& e) { return e.protocol == EndpointProtocol::http2; });
+  const bool http2 = http2_;
   spdlog::info("eBPF endpoint probe attached ({}{}; {} endpoint(s); maps {:.1f} MiB{}; {} server process(es) found)",
                probe_->attach_kind(),
                probe_->sees_arrival() ? ", request arrival seen"
@@ -104,6 +105,15 @@ void EndpointSampler::note_table(const probes::EndpointSnapshot& s) {
   } else if (s.table_used * 4 < s.table_size * 3) {
     table_latch_.ok("the eBPF in-flight table has room again ({} of {} requests)", s.table_used, s.table_size);
   }
+}
+
+EndpointSampler::~EndpointSampler() {
+  if (!http2_ || !probe_ || !have_prev_) return;
+  const hr_h2_stats& h = prev_.h2;
+  spdlog::info("HTTP/2 frame parsers since the probe was loaded: {} frames, {} frame headers split between two "
+               "system calls (handled), {} desyncs, {} resyncs, {} streams not measured (slot taken or no "
+               "connection entry), {} header blocks not walked whole",
+               h.frames, h.split_headers, h.desyncs, h.resyncs, h.dropped, h.hpack_lost);
 }
 
 void EndpointSampler::sample(int64_t monotonic_ns) {

@@ -28,6 +28,11 @@ class EndpointSampler {
   // Tests: the snapshots come from `read` instead of a probe (none is loaded).
   using Reader = std::function<Result<void>(probes::EndpointSnapshot&)>;
   EndpointSampler(const Config& config, Reader read);
+  // With HTTP/2 endpoints, logs what the frame parsers met since the probe
+  // was loaded (frames, split frame headers, desyncs, dropped streams).
+  ~EndpointSampler();
+  EndpointSampler(const EndpointSampler&) = delete;
+  EndpointSampler& operator=(const EndpointSampler&) = delete;
 
   // Reads the probe; the first call only records the baseline. A read that
   // fails leaves this tick's endpoints without signals ("unavailable"), keeps
@@ -80,6 +85,7 @@ class EndpointSampler {
   Reader read_;  // tests only
   std::string unavailable_;
   bool off_ = false;
+  bool http2_ = false;  // an endpoint has protocol = "http2"
   probes::EndpointSnapshot prev_, cur_;
   bool have_prev_ = false;
   FailureLatch read_latch_, table_latch_;

@@ -88,6 +88,16 @@ class Agent:
         if not self.proc.alive():
             raise Fatal(f"headroomd exited with {self.proc.p.returncode}:\n{tail(self.proc.err())}")
 
+    def parser_totals(self, case):
+        """Stops headroomd (SIGTERM); the HTTP/2 parsers' totals it logs then."""
+        case.assertEqual(self.proc.stop(grace=15), 0, tail(self.proc.err()))
+        m = re.search(r"HTTP/2 frame parsers since the probe was loaded: (\d+) frames, (\d+) frame headers split "
+                      r"between two system calls \(handled\), (\d+) desyncs, (\d+) resyncs, (\d+) streams not "
+                      r"measured .*?, (\d+) header blocks not walked whole", self.proc.err())
+        case.assertIsNotNone(m, "no HTTP/2 parser totals in headroomd's log:\n" + tail(self.proc.err()))
+        keys = ("frames", "split", "desyncs", "resyncs", "dropped", "hpack_lost")
+        return dict(zip(keys, (int(g) for g in m.groups())))
+
     def report(self, name):
         self.check_alive()
         with open(os.path.join(self.orca_dir, f"endpoint.{name}.orca"), "rb") as f:
@@ -224,6 +234,12 @@ class Http2(unittest.TestCase):
         # with the pending connections at least all of them but the unread.
         self.assertLessEqual(in_flight, connections * streams, describe(during))
         self.assertGreaterEqual(in_flight + pending * streams, connections * streams, describe(during))
+        t = agent.parser_totals(self)
+        figure(f"nghttpd/h2load parsers: {t['frames']} frames, {t['split']} split headers, {t['desyncs']} desyncs, "
+               f"{t['dropped']} streams not measured, {t['hpack_lost']} blocks not walked")
+        self.assertGreaterEqual(t["frames"], 3 * len(ok), t)
+        self.assertEqual(t["desyncs"], 0, t)
+        self.assertEqual(t["dropped"], 0, t)
 
     def test_1b_status_and_trailer_errors(self):
         """:status 503 from Python's h2 (Huffman, then indexed), grpc-status trailers from nghttpd."""
@@ -294,6 +310,12 @@ class Http2(unittest.TestCase):
         self.assertLessEqual(abs(counted - c["calls"]), 0.05 * c["calls"], describe(r))
         self.assertLessEqual(abs(shares(r)[0] - client_slow), 0.02, describe(r))
         self.assertLessEqual(abs(error_share - client_errors), 0.02, describe(r))
+        t = agent.parser_totals(self)
+        figure(f"gRPC parsers: {t['frames']} frames, {t['split']} split headers, {t['desyncs']} desyncs, "
+               f"{t['dropped']} streams not measured, {t['hpack_lost']} blocks not walked")
+        self.assertGreaterEqual(t["frames"], 3 * c["calls"], t)
+        self.assertEqual(t["desyncs"], 0, t)
+        self.assertEqual(t["hpack_lost"], 0, t)
 
     def test_2b_grpc_concurrency(self):
         """python3-grpcio: 16 RPCs in flight on one channel, every one 40 ms: 16 streams in flight."""
