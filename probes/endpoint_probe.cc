@@ -227,6 +227,13 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   // HTTP/2's frames, like a path, are in the bytes.
   p->has_http2_ = std::any_of(endpoints.begin(), endpoints.end(),
                               [](const EndpointSpec& e) { return e.protocol == Protocol::http2; });
+  // The frames are walked with bpf_loop (Linux 5.17+). Ask the kernel first,
+  // so an older one gets an error that names the setting, not a verifier log.
+  if (p->has_http2_ && libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_loop, nullptr) != 1)
+    return Error{ENOTSUP,
+                 "an endpoint with protocol = \"http2\" needs the kernel's bpf_loop helper (Linux 5.17 or later), "
+                 "which this kernel lacks, to walk the HTTP/2 frames; use a newer kernel, or protocol = \"http1\" "
+                 "to time the connections instead of the streams"};
   const bool sockets_fit =
       p->arrival_ && kernel_has_tracepoint("tcp_sendmsg_locked") && !p->has_http2_ &&
       std::none_of(endpoints.begin(), endpoints.end(), [](const EndpointSpec& e) { return !e.path.empty(); });
