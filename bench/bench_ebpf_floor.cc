@@ -27,6 +27,15 @@
 //                    at its exit)
 //   product-syscalls EndpointProbe with ProgramSet::syscalls, tracing this
 //                    process (options.self = 1, trace_process(getpid()))
+// --set mixed measures, beside product-sockets and its floors (--set all:
+// beside both sets' variants):
+//   floor-mixed      empty programs on the socket floor's four hooks and
+//                    sys_exit; floor-mixed-own: on the four the two sets
+//                    attach (sk_data_ready, tcp_sendmsg_locked,
+//                    inet_sock_set_state, sys_exit)
+//   product-mixed    EndpointProbe with both sets: this port (HTTP/1) with
+//                    the socket set, an HTTP/2 endpoint on another port with
+//                    the syscall set; this process not traced
 // The probes are opened once, before the cycles, and then only detached and
 // attached (their maps stay). Per slice: CPU ns per exchange from
 // CLOCK_THREAD_CPUTIME_ID (on loopback the receive softirq runs in the
@@ -54,7 +63,7 @@
 // fire for every other process's system calls during the slice) and the ns
 // bpf_stats sees inside the programs.
 //
-//   bench_ebpf_floor [--set sockets|syscalls|both] [--cycles N (150)] [--slice N (3000)]
+//   bench_ebpf_floor [--set sockets|syscalls|both|mixed|all] [--cycles N (150)] [--slice N (3000)]
 //                    [--warmup N (300)] [--json] [--json-file FILE] [--raw FILE]
 //                    [--protocol http1|http2] [--streams K (1)]
 //   bench_ebpf_floor --hold floor-sockets|floor-syscalls
@@ -110,6 +119,7 @@ namespace {
 using headroom::bench::monotonic_ns;
 using headroom::bench::percentile_sorted;
 using headroom::probes::EndpointProbe;
+using headroom::probes::EndpointSpec;
 using headroom::probes::EndpointProbeOptions;
 using headroom::probes::Protocol;
 using headroom::probes::ProgramSet;
@@ -636,7 +646,7 @@ int main(int argc, char** argv) {
   const headroom::bench::Flags flags(argc, argv);
   if (flags.has("-h") || flags.has("--help")) {
     std::printf(
-        "usage: bench_ebpf_floor [--set sockets|syscalls|both] [--cycles N] [--slice N] [--warmup N]\n"
+        "usage: bench_ebpf_floor [--set sockets|syscalls|both|mixed|all] [--cycles N] [--slice N] [--warmup N]\n"
         "                        [--json] [--json-file FILE] [--raw FILE] [--protocol http1|http2] [--streams K]\n"
         "       bench_ebpf_floor --hold floor-sockets|floor-syscalls\n");
     return 0;
@@ -654,8 +664,8 @@ int main(int argc, char** argv) {
   if (protocol == Protocol::http1 && flags.has("--streams")) fail("--streams needs --protocol http2");
   // HTTP/2 is read from the bytes: the syscall set only.
   const std::string set = flags.get("--set", protocol == Protocol::http2 ? "syscalls" : "both");
-  if (set != "sockets" && set != "syscalls" && set != "both")
-    fail("--set: sockets, syscalls or both, not \"%s\"", set.c_str());
+  if (set != "sockets" && set != "syscalls" && set != "both" && set != "mixed" && set != "all")
+    fail("--set: sockets, syscalls, both, mixed or all, not \"%s\"", set.c_str());
   if (protocol == Protocol::http2 && set != "syscalls")
     fail("--protocol http2: only the syscall set reads HTTP/2 frames; --set syscalls (the default with it)");
   const long cycles = flags.get_long("--cycles", 150);
@@ -668,7 +678,8 @@ int main(int argc, char** argv) {
   if (!raw_file.empty() && (raw = std::fopen(raw_file.c_str(), "w")) == nullptr)
     fail("%s: %s", raw_file.c_str(), std::strerror(errno));
   const bool want_sockets = set != "syscalls";
-  const bool want_syscalls = set != "sockets";
+  const bool want_syscalls = set == "syscalls" || set == "both" || set == "all";
+  const bool want_mixed = set == "mixed" || set == "all";
 
   // The floors' tracepoints, checked before anything loads.
   const KernelBtf btf;
@@ -682,6 +693,10 @@ int main(int argc, char** argv) {
         fail("this kernel has no tracepoint %s (kernel %s+), which the socket set needs; try --set syscalls", tp.name,
              tp.since);
     wanted.insert(wanted.end(), socket_tps.begin(), socket_tps.end());
+  }
+  if (want_mixed) {
+    if (!btf.has(kSysExit)) fail("this kernel has no BTF tracepoint sys_exit (kernel %s+)", kSysExit.since);
+    if (!want_syscalls) wanted.push_back(kSysExit);
   }
   if (want_syscalls) {
     for (const auto& tp : syscall_tps)
@@ -697,7 +712,7 @@ int main(int argc, char** argv) {
   std::vector<SetPlan> plans;
   std::vector<uint32_t> own_ids;  // programs of ours, for foreign_links()
   auto add_set = [&](const char* name, const std::vector<Tracepoint>& tps, ProgramSet programs,
-                     const std::vector<Tracepoint>& own_tps) {
+                     const std::vector<Tracepoint>& own_tps, bool beside_http2 = false) {
     SetPlan plan;
     plan.set = name;
     if (!own_tps.empty()) {
@@ -725,8 +740,16 @@ int main(int argc, char** argv) {
     options.programs = programs;
     options.self = 1;  // never this process: the syscall set must trace it
     const uint64_t target_ns = 10'000'000, max_ns = 500'000'000;
-    auto probe = EndpointProbe::open({{conn.port(), "", target_ns, max_ns, protocol}}, options);
+    std::vector<EndpointSpec> endpoints{{conn.port(), "", target_ns, max_ns, protocol}};
+    // mixed: an HTTP/2 endpoint on another port (no traffic) brings the
+    // syscall set in beside the socket set, which keeps this port.
+    if (beside_http2)
+      endpoints.push_back({static_cast<uint16_t>(conn.port() == 65535 ? 65534 : conn.port() + 1), "", target_ns,
+                           max_ns, Protocol::http2});
+    auto probe = EndpointProbe::open(endpoints, options);
     if (!probe) fail("the product's %s set: %s", name, probe.error().message.c_str());
+    if (beside_http2 && (*probe)->attach_kind() != "tp_btf sockets + syscalls")
+      fail("the product's %s set attached \"%s\", not both sets", name, (*probe)->attach_kind().c_str());
     if (programs == ProgramSet::syscalls)
       if (auto r = (*probe)->trace_process(::getpid()); !r)
         fail("trace_process: %s", r.error().message.c_str());
@@ -753,6 +776,18 @@ int main(int argc, char** argv) {
     for (const auto& tp : syscall_tps)
       if (std::string_view(tp.name) != kSysEnter.name) own.push_back(tp);
     add_set("syscalls", syscall_tps, ProgramSet::syscalls, own);
+  }
+  // Both sets at once, this port with the socket set and an HTTP/2 port with
+  // the syscall set: what an HTTP/1 request pays for the syscall set's
+  // presence (its sys_exit program on every system call, its sk_data_ready
+  // and inet_sock_set_state programs beside the socket set's). This process
+  // is not traced, as an HTTP/1 server would not be. Floor: the socket set's
+  // four hooks and sys_exit; own floor: the four hooks the two sets attach.
+  if (want_mixed) {
+    std::vector<Tracepoint> tps = socket_tps;
+    tps.push_back(kSysExit);
+    add_set("mixed", tps, ProgramSet::automatic, {kSkDataReady, kTcpSendmsgLocked, kInetSockSetState, kSysExit},
+            /*beside_http2=*/true);
   }
   conn.connect();
   conn.exchanges(warmup * 3);

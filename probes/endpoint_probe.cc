@@ -102,27 +102,41 @@ bool kernel_has_tracepoint(const char* name) {
 // The arrival program is loaded where the kernel has sock:sk_data_ready.
 struct Variant {
   const char* kind;  // attach_kind()
-  std::array<std::string_view, 4> programs;
+  std::array<std::string_view, 6> programs;
   std::string_view arrival;
-  bool tracks_processes;  // the syscall programs look only at server processes
+  bool sockets;   // the socket set's programs (and its requests array)
+  bool syscalls;  // the syscall set's programs: they look only at server processes
 };
 // hr_sock_refresh is not attached to anything: read() runs it before it
 // reads the socket set's slots.
 constexpr std::string_view kSockRefresh = "hr_sock_refresh";
-constexpr Variant kSockets{
-    "tp_btf sockets", {"hr_sock_arrival", "hr_sock_write", "hr_sock_set_state", kSockRefresh}, {}, false};
-constexpr Variant kBtfSyscalls{"tp_btf syscalls", {"hr_btf_sys_exit", "hr_btf_set_state"}, "hr_btf_data_ready", true};
-constexpr Variant kRawSyscalls{"raw_tp syscalls", {"hr_raw_sys_exit", "hr_raw_set_state"}, "hr_raw_data_ready", true};
+constexpr Variant kSockets{"tp_btf sockets",
+                           {"hr_sock_arrival", "hr_sock_write", "hr_sock_set_state", kSockRefresh},
+                           {},
+                           true,
+                           false};
+// Both sets at once: the ports whose requests must be read (a path, HTTP/2)
+// with the syscall set, the others with the socket set (hr_port.set).
+constexpr Variant kBoth{"tp_btf sockets + syscalls",
+                        {"hr_sock_arrival", "hr_sock_write", "hr_sock_set_state", kSockRefresh, "hr_btf_sys_exit",
+                         "hr_btf_set_state"},
+                        "hr_btf_data_ready",
+                        true,
+                        true};
+constexpr Variant kBtfSyscalls{
+    "tp_btf syscalls", {"hr_btf_sys_exit", "hr_btf_set_state"}, "hr_btf_data_ready", false, true};
+constexpr Variant kRawSyscalls{
+    "raw_tp syscalls", {"hr_raw_sys_exit", "hr_raw_set_state"}, "hr_raw_data_ready", false, true};
 
 // What each choice tries, best first. The socket set is skipped where it
 // does not fit (see open()).
 struct Choice {
   ProgramSet set;
   std::string_view name;
-  std::array<const Variant*, 3> tries;
+  std::array<const Variant*, 4> tries;
 };
 constexpr std::array<Choice, 4> kChoices{{
-    {ProgramSet::automatic, "auto", {&kSockets, &kBtfSyscalls, &kRawSyscalls}},
+    {ProgramSet::automatic, "auto", {&kSockets, &kBoth, &kBtfSyscalls, &kRawSyscalls}},
     {ProgramSet::sockets, "sockets", {&kSockets}},
     {ProgramSet::syscalls, "syscalls", {&kBtfSyscalls, &kRawSyscalls}},
     {ProgramSet::raw, "raw", {&kRawSyscalls}},
@@ -139,8 +153,8 @@ void choose(bpf_object* obj, const Variant& v, bool arrival) {
   for (bpf_program* prog = bpf_object__next_program(obj, nullptr); prog != nullptr;
        prog = bpf_object__next_program(obj, prog)) {
     const std::string_view name = bpf_program__name(prog);
-    const bool wanted = std::find(v.programs.begin(), v.programs.end(), name) != v.programs.end() ||
-                        (arrival && name == v.arrival);
+    const bool wanted = (!name.empty() && std::find(v.programs.begin(), v.programs.end(), name) != v.programs.end()) ||
+                        (arrival && !v.arrival.empty() && name == v.arrival);
     bpf_program__set_autoload(prog, wanted);
     if (name == kSockRefresh) bpf_program__set_autoattach(prog, false);
   }
@@ -185,6 +199,11 @@ uint64_t map_size(const bpf_map* m, int ncpu) {
   return entries * (key + value + 64);  // hash element overhead, roughly
 }
 
+// Whether the endpoint's requests must be read to be measured (a path picks
+// among a port's endpoints; HTTP/2's streams are in its frames): only the
+// syscall set sees the bytes.
+bool needs_bytes(const EndpointSpec& e) { return !e.path.empty() || e.protocol == Protocol::http2; }
+
 }  // namespace
 
 Result<ProgramSet> parse_program_set(std::string_view name) {
@@ -219,10 +238,11 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   std::string failures;
   int last_err = 0;
   // The best set first: socket tracepoints only, where the kernel has both
-  // (6.11+) and no endpoint has a path (a path needs the request's
-  // bytes, which only the syscall set can read); else the syscall
-  // tracepoints, as BTF then as raw tracepoints. options.programs restricts
-  // the choice (tests, benchmarks, diagnosing a kernel).
+  // (6.11+) and no endpoint needs its requests' bytes (a path, HTTP/2: only
+  // the syscall set can read them); where some do, both sets, each with its
+  // own ports; else the syscall tracepoints for every port, as BTF then as
+  // raw tracepoints. options.programs restricts the choice (tests,
+  // benchmarks, diagnosing a kernel).
   const ProgramSet programs = options.programs;
   // HTTP/2's frames, like a path, are in the bytes.
   p->has_http2_ = std::any_of(endpoints.begin(), endpoints.end(),
@@ -234,21 +254,31 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
                  "an endpoint with protocol = \"http2\" needs the kernel's bpf_loop helper (Linux 5.17 or later), "
                  "which this kernel lacks, to walk the HTTP/2 frames; use a newer kernel, or protocol = \"http1\" "
                  "to time the connections instead of the streams"};
-  const bool sockets_fit =
-      p->arrival_ && kernel_has_tracepoint("tcp_sendmsg_locked") && !p->has_http2_ &&
-      std::none_of(endpoints.begin(), endpoints.end(), [](const EndpointSpec& e) { return !e.path.empty(); });
+  // A port goes to the syscall set when any of its endpoints needs the bytes.
+  std::set<uint32_t> byte_ports;
+  for (const auto& e : endpoints)
+    if (needs_bytes(e)) byte_ports.insert(e.port);
+  const bool some_bytes = !byte_ports.empty();
+  const bool all_bytes = std::all_of(endpoints.begin(), endpoints.end(),
+                                     [&](const EndpointSpec& e) { return byte_ports.count(e.port) != 0; });
+  const bool kernel_fits = p->arrival_ && kernel_has_tracepoint("tcp_sendmsg_locked");
   // libbpf's bootstrap order: open, settings into .rodata, load, fill the
   // maps, attach. Attached last, no program sees an unconfigured probe.
   const pid_t self = options.self != 0 ? options.self : ::getpid();
   std::optional<std::vector<pid_t>> servers;  // scanned once, whichever set loads
   for (const Variant* v : choice_of(programs).tries) {
     if (v == nullptr) break;
-    if (v == &kSockets && !sockets_fit) {
-      failures += std::string(v->kind) + ": needs sock:sk_data_ready and tcp:tcp_sendmsg_locked "
-                  "(kernel 6.11+) and no endpoint with a path or protocol = \"http2\"; ";
+    if (v->sockets && !kernel_fits) {
+      failures += std::string(v->kind) + ": needs sock:sk_data_ready and tcp:tcp_sendmsg_locked (kernel 6.11+); ";
       last_err = ENOTSUP;
       continue;
     }
+    if (v == &kSockets && some_bytes) {
+      failures += std::string(v->kind) + ": an endpoint has a path or protocol = \"http2\"; ";
+      last_err = ENOTSUP;
+      continue;
+    }
+    if (v == &kBoth && (!some_bytes || all_bytes)) continue;  // one set alone does it
     g_libbpf_log.clear();
     auto skel = std::make_unique<Skeleton>();
     skel->obj = endpoint_bpf__open();
@@ -266,29 +296,36 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
     bpf_map__set_max_entries(skel->obj->maps.hist, n);
     // Each set's maps at full size, the other set's shrunk to nothing (the
     // kernel preallocates hash maps: 7 MiB at full size).
-    if (v == &kSockets) {
-      for (bpf_map* m : {skel->obj->maps.inflight, skel->obj->maps.known, skel->obj->maps.procs, skel->obj->maps.h2conns})
+    if (!v->syscalls)
+      for (bpf_map* m : {skel->obj->maps.inflight, skel->obj->maps.known, skel->obj->maps.procs})
         bpf_map__set_max_entries(m, 1);
-    } else {
-      bpf_map__set_max_entries(skel->obj->maps.requests, 1);
-      if (!p->has_http2_) bpf_map__set_max_entries(skel->obj->maps.h2conns, 1);
-    }
+    if (!v->sockets) bpf_map__set_max_entries(skel->obj->maps.requests, 1);
+    if (!p->has_http2_) bpf_map__set_max_entries(skel->obj->maps.h2conns, 1);
     skel->obj->rodata->self_tgid = static_cast<__u32>(self);
     int err = endpoint_bpf__load(skel->obj);
     if (err == 0) {
       p->skel_ = std::move(skel);
-      if (auto r = p->fill_maps(endpoints); !r) return r.error();
-      if (v == &kSockets) {
+      // Which set measures each port: with both sets, the ports that need
+      // the bytes; with the syscall set alone, every port.
+      const std::set<uint32_t>* syscall_ports = v->sockets ? &byte_ports : nullptr;
+      if (auto r = p->fill_maps(endpoints, syscall_ports); !r) return r.error();
+      if (v->sockets) {
         if (auto r = p->map_slots(); !r) return r.error();
       }
-      if (v->tracks_processes) {
-        if (!servers) servers = existing_servers(endpoints, options);
+      if (v->syscalls) {
+        if (!servers) {
+          std::vector<EndpointSpec> traced;
+          for (const auto& e : endpoints)
+            if (!syscall_ports || syscall_ports->count(e.port)) traced.push_back(e);
+          servers = existing_servers(traced, options);
+        }
         for (const pid_t pid : *servers) (void)p->trace_process(pid);
       }
       err = endpoint_bpf__attach(p->skel_->obj);
       if (err == 0) {
         p->kind_ = v->kind;
-        if (v == &kSockets) p->arrival_ = true;
+        p->syscalls_ = v->syscalls;
+        if (v->sockets) p->arrival_ = true;
         break;
       }
       p->skel_.reset();
@@ -310,7 +347,8 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
 
 EndpointProbe::~EndpointProbe() = default;
 
-Result<void> EndpointProbe::fill_maps(const std::vector<EndpointSpec>& endpoints) {
+Result<void> EndpointProbe::fill_maps(const std::vector<EndpointSpec>& endpoints,
+                                      const std::set<uint32_t>* syscall_ports) {
   std::map<uint32_t, hr_port> ports;
   for (std::size_t i = 0; i < endpoints.size(); ++i) {
     const auto& e = endpoints[i];
@@ -333,6 +371,7 @@ Result<void> EndpointProbe::fill_maps(const std::vector<EndpointSpec>& endpoints
       it->second.generic_ep = HR_NO_ENDPOINT;
       it->second.n_paths = 0;
       it->second.proto = proto;
+      it->second.set = !syscall_ports || syscall_ports->count(e.port) ? HR_SET_SYSCALLS : HR_SET_SOCKETS;
     } else if (it->second.proto != proto) {
       return Error{EINVAL, "port " + std::to_string(e.port) + " has endpoints of two protocols (http1 and http2); "
                                "every endpoint of a port must speak the same"};
@@ -502,21 +541,29 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out) {
     ++used;
     account_inflight(r, static_cast<uint64_t>(now), specs_, cache_, out.inflight_unclaimed);
   };
+  // Each attached set's table; with both, the fuller one is reported.
+  out.table_used = out.table_size = 0;
+  auto table = [&](uint64_t size) {
+    if (out.table_size == 0 || used * out.table_size > out.table_used * size) {
+      out.table_used = used;
+      out.table_size = size;
+    }
+    used = 0;
+  };
   if (skel_->slots != nullptr) {
     if (auto r = read_slots(account); !r) return r.error();
-  } else if (auto r = walk_inflight_map(account); !r) {
-    return r.error();
+    table(skel_->nslots);
+  }
+  if (syscalls_) {
+    if (auto r = walk_inflight_map(account); !r) return r.error();
+    table(bpf_map__max_entries(skel_->obj->maps.inflight));
   }
   out.h2_streams = out.h2_connections = 0;
-  if (has_http2_ && skel_->slots == nullptr) {
-    const uint64_t before = used;
+  if (has_http2_) {
     if (auto r = walk_h2_streams(static_cast<uint64_t>(now), account, out); !r) return r.error();
-    out.h2_streams = used - before;
-    used = before;  // streams live in their connections' entries, not in the in-flight table
+    out.h2_streams = used;  // streams live in their connections' entries, not in an in-flight table
   }
   for (std::size_t i = 0; i < specs_.size(); ++i) copy_totals(cache_[i], out.endpoints[i]);
-  out.table_used = used;
-  out.table_size = skel_->slots != nullptr ? skel_->nslots : bpf_map__max_entries(skel_->obj->maps.inflight);
   return {};
 }
 

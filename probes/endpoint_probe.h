@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,7 +42,7 @@ struct EndpointSpec {
 
 // Which eBPF programs the probe may load (docs/endpoints.md), best first.
 enum class ProgramSet {
-  automatic,  // sockets where they fit (kernel 6.11+, no endpoint with a path), else syscalls
+  automatic,  // sockets where they fit (kernel 6.11+); ports with a path or HTTP/2 with syscalls
   sockets,    // the socket tracepoints only
   syscalls,   // the syscall tracepoints, as BTF tracepoints, else as raw tracepoints
   raw,        // the syscall tracepoints as raw tracepoints only
@@ -131,7 +132,8 @@ class EndpointProbe {
   // servers by themselves through accept/listen and the start-up scan).
   Result<void> trace_process(pid_t tgid);
 
-  // "tp_btf sockets", "tp_btf syscalls" or "raw_tp syscalls": which programs are attached.
+  // "tp_btf sockets", "tp_btf sockets + syscalls", "tp_btf syscalls" or
+  // "raw_tp syscalls": which programs are attached.
   const std::string& attach_kind() const { return kind_; }
   // Whether request arrival is seen (sock:sk_data_ready, kernel >= 6.6).
   bool sees_arrival() const { return arrival_; }
@@ -145,7 +147,9 @@ class EndpointProbe {
   struct Skeleton;
   EndpointProbe() = default;
   // The endpoints and ports maps, between load and attach.
-  Result<void> fill_maps(const std::vector<EndpointSpec>& endpoints);
+  // syscall_ports: the ports the syscall set measures, the others the
+  // socket set's; nullptr: every port (the syscall set alone).
+  Result<void> fill_maps(const std::vector<EndpointSpec>& endpoints, const std::set<uint32_t>* syscall_ports);
   // The requests in flight, one call of account each.
   Result<void> map_slots();  // the socket set's requests array, into this process
   Result<void> read_slots(const std::function<void(const hr_inflight&)>& account);
@@ -174,6 +178,7 @@ class EndpointProbe {
   std::vector<hr_inflight> vals_;
   std::vector<hr_h2_conn> h2_vals_;
   bool has_http2_ = false;
+  bool syscalls_ = false;  // the syscall set is attached (its in-flight map is read)
   std::string fail_reads_while_;
 };
 

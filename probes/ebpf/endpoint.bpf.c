@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Per-endpoint request latency and concurrency, measured in the kernel and
- * aggregated there, by one of two program sets: the syscall set (first, the
- * socket syscalls of server processes; endpoints with a path need it) and the
- * socket set (below, socket tracepoints only, kernels 6.11+).
+ * aggregated there, by two program sets: the syscall set (first, the socket
+ * syscalls of server processes; endpoints with a path or HTTP/2 need it) and
+ * the socket set (below, socket tracepoints only, kernels 6.11+). Each port
+ * is measured by one of them (hr_port.set); both may be attached at once.
  *
  * The syscall set's attach points (no kprobes, no fentry, no tracefs needed):
  *   raw_syscalls sys_exit            read, readv, recvfrom, recvmsg (data in);
@@ -85,6 +86,18 @@ static __always_inline const struct hr_port *port_config(__u32 port) {
   __u32 slot = port_slot[port & 0xffff];
   if (!slot) return 0;
   return &port_cfg[(slot - 1) & (HR_MAX_PORTS - 1)];
+}
+
+/* The same, for the ports the syscall set measures (sys_port) and for those
+ * the socket set measures (sock_port): 0 for the other set's ports. */
+static __always_inline const struct hr_port *sys_port(__u32 port) {
+  const struct hr_port *pe = port_config(port);
+  return pe && pe->set == HR_SET_SYSCALLS ? pe : 0;
+}
+
+static __always_inline const struct hr_port *sock_port(__u32 port) {
+  const struct hr_port *pe = port_config(port);
+  return pe && pe->set == HR_SET_SOCKETS ? pe : 0;
 }
 
 struct {
@@ -260,7 +273,7 @@ static __always_inline int traced_call(struct pt_regs *regs, long id, const int 
   struct sock *sk = btf ? sock_of_fd_btf(fd) : sock_of_fd(fd);
   if (!sk) return 0;
   __u32 port = btf ? sk->__sk_common.skc_num : local_port(sk);
-  if (!port_config(port)) return 0;
+  if (!sys_port(port)) return 0;
   c->sk = (__u64)sk;
   c->dir = dir;
   c->port = port;
@@ -388,7 +401,7 @@ static __always_inline void on_data_in(struct call *c, long ret, const int btf) 
     note_read(cur, sk, btf);
     return;
   }
-  const struct hr_port *pe = port_config(c->port);
+  const struct hr_port *pe = sys_port(c->port);
   if (!pe) return;
   __u32 ep = pe->generic_ep;
   if (pe->n_paths) { /* the request line picks among the port's paths */
@@ -424,7 +437,7 @@ static __always_inline void on_data_out(struct call *c, long ret) {
      * request arrived before the last write of an answer. Either way the
      * entry ends here, so it cannot stay "waiting" for ever: it counts for the
      * port's endpoint without a path, if there is one. */
-    const struct hr_port *pe = port_config(r->port);
+    const struct hr_port *pe = sys_port(r->port);
     ep = pe ? pe->generic_ep : HR_NO_ENDPOINT;
   }
   bpf_map_delete_elem(&inflight, &sk);
@@ -441,7 +454,7 @@ static __always_inline void on_exit(struct pt_regs *regs, long ret, const int bt
       if (ret < 0) return;
       struct sock *sk = sock_of_fd(ret);
       if (!sk) return;
-      if (port_config(local_port(sk))) {
+      if (sys_port(local_port(sk))) {
         mark_process();
         __u64 key = (__u64)sk;
         __u8 one = 1;
@@ -455,7 +468,7 @@ static __always_inline void on_exit(struct pt_regs *regs, long ret, const int bt
   if (ret <= 0) return;
   struct call c = {};
   if (!traced_call(regs, id, btf, &c)) return;
-  const struct hr_port *pe = port_config(c.port);
+  const struct hr_port *pe = sys_port(c.port);
   if (pe && pe->proto == HR_PROTO_HTTP2) {
     h2_syscall(&c, pe, ret, btf);
     return;
@@ -466,14 +479,15 @@ static __always_inline void on_exit(struct pt_regs *regs, long ret, const int bt
 
 static __always_inline void on_state(const struct sock *sk, int oldstate, int newstate) {
   if (newstate == TCP_LISTEN) {
-    if (port_config(local_port(sk))) mark_process();
+    if (sys_port(local_port(sk))) mark_process();
     return;
   }
   if (newstate != TCP_CLOSE && newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK) return;
+  const struct hr_port *pe = sys_port(local_port(sk));
+  if (!pe) return; /* only an endpoint's sockets are in the maps */
   __u64 key = (__u64)sk;
   if (newstate == TCP_CLOSE) bpf_map_delete_elem(&known, &key);
-  const struct hr_port *pe = port_config(local_port(sk));
-  if (pe && pe->proto == HR_PROTO_HTTP2) h2_close(key);
+  if (pe->proto == HR_PROTO_HTTP2) h2_close(key);
   struct hr_inflight *r = bpf_map_lookup_elem(&inflight, &key);
   if (!r) return;
   /* Aborted: a request the server had read all of, after pieces, ends in the
@@ -486,7 +500,7 @@ static __always_inline void on_state(const struct sock *sk, int oldstate, int ne
 
 static __always_inline void on_data_ready(const struct sock *sk, const int btf) {
   __u32 port = btf ? sk->__sk_common.skc_num : local_port(sk);
-  const struct hr_port *pe = port_config(port);
+  const struct hr_port *pe = sys_port(port);
   if (!pe) return; /* what other sockets pay */
   if ((btf ? sk->__sk_common.skc_state : BPF_CORE_READ(sk, __sk_common.skc_state)) != TCP_ESTABLISHED) return;
   __u64 key = (__u64)sk;
@@ -558,10 +572,10 @@ int hr_raw_data_ready(struct bpf_raw_tracepoint_args *ctx) {
  * The request lives in a slot of the requests array, which user space maps
  * and reads in place; whether the server has read it is the socket's
  * copied_seq, looked at only before user space reads the slots
- * (hr_sock_refresh), so no program runs on the server's reads. Endpoints with a path need the request's bytes,
- * which only the syscall set can read (here they sit in page fragments, which
- * a tracing program cannot address): the loader picks this set only when no
- * endpoint has a path. The programs use plain loads from the kernel's
+ * (hr_sock_refresh), so no program runs on the server's reads. Endpoints with a path or
+ * HTTP/2 need the request's bytes, which only the syscall set can read (here
+ * they sit in page fragments, which a tracing program cannot address): their
+ * ports go to the syscall set, attached beside this one (hr_port.set). The programs use plain loads from the kernel's
  * objects (tp_btf arguments are typed), no bpf_probe_read, and per request
  * three helper calls: the clock twice and the read of the status line. */
 
@@ -604,7 +618,7 @@ static __always_inline void free_slot(struct hr_slot *e) {
 
 static __always_inline void sock_arrival(struct sock *sk) {
   __u32 port = sk->__sk_common.skc_num;
-  const struct hr_port *pe = port_config(port);
+  const struct hr_port *pe = sock_port(port);
   if (!pe) return; /* what other sockets pay */
   if (sk->__sk_common.skc_state != TCP_ESTABLISHED) return;
   const struct tcp_sock *tp = tcp_of(sk);
@@ -634,7 +648,7 @@ static __always_inline void sock_arrival(struct sock *sk) {
 }
 
 static __always_inline void sock_write(struct sock *sk, const struct msghdr *msg) {
-  if (!port_config(sk->__sk_common.skc_num)) return;
+  if (!sock_port(sk->__sk_common.skc_num)) return;
   struct hr_slot *e = find_slot(sk, 0);
   if (!e) return; /* the rest of an answer */
   __u64 latency = response_time(&e->r, bpf_ktime_get_ns());
@@ -656,7 +670,7 @@ static __always_inline void sock_write(struct sock *sk, const struct msghdr *msg
 
 static __always_inline void sock_state(struct sock *sk, int newstate) {
   if (newstate != TCP_CLOSE && newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK) return;
-  if (!port_config(sk->__sk_common.skc_num)) return;
+  if (!sock_port(sk->__sk_common.skc_num)) return;
   struct hr_slot *e = find_slot(sk, 0);
   if (!e) return;
   struct hr_inflight r = e->r;

@@ -66,12 +66,18 @@ static inline __u64 hr_hist_lower_ns(__u32 b) {
  * indexed by port costs every socket event one load, no map lookup. */
 #define HR_PROTO_HTTP1 0 /* HTTP/1.x, or any protocol of one request at a time per connection */
 #define HR_PROTO_HTTP2 1 /* cleartext HTTP/2 (h2c, gRPC): streams, from the frames */
+/* Which program set measures a port. Both sets can be attached at once: a
+ * port whose requests must be read (a path, HTTP/2) goes to the syscall set,
+ * the others stay with the socket set, and each set's programs leave the
+ * other's ports alone. */
+#define HR_SET_SOCKETS 0
+#define HR_SET_SYSCALLS 1
 struct hr_port {
   __u32 generic_ep;                       /* endpoint without a path, or HR_NO_ENDPOINT */
   __u32 n_paths;                          /* entries used in path_eps */
   __u32 path_eps[HR_MAX_PATHS_PER_PORT];  /* endpoints with a path prefix */
   __u32 proto;                            /* HR_PROTO_*: every endpoint of a port speaks the same */
-  __u32 pad;
+  __u32 set;                              /* HR_SET_*: which program set measures the port */
 };
 
 /* endpoints array: index -> SLO and path prefix. The prefix is stored as

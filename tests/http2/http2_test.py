@@ -28,7 +28,11 @@ endpoint reports say is compared with what the clients measured themselves:
     absurd lengths, 10 000 streams opened and never answered on one
     connection: the in-flight streams stay bounded (the probe measures at most
     128 per connection), another endpoint's figures are untouched, and the
-    agent keeps publishing.
+    agent keeps publishing;
+  - an HTTP/1 endpoint (hr-test-server, a quarter of its requests 40 ms)
+    beside an HTTP/2 one: on a kernel with the socket set (6.11+) both sets
+    are attached, the HTTP/1 server is not a traced process, and each
+    endpoint counts and times its requests as its client does.
 
 Needs root (eBPF) and nghttpd, h2load, python3-grpcio and python3-h2; without them it
 skips (exit 77), saying why; with CI=true a skip is a failure.
@@ -67,22 +71,23 @@ MAX_MS = 400
 class Agent:
     """headroomd on a directory of the case's, with the given endpoints."""
 
-    def __init__(self, case, tmp, endpoints, smoothing="30s"):
+    def __init__(self, case, tmp, endpoints, smoothing="30s", kind="tp_btf syscalls"):
         self.orca_dir = os.path.join(tmp, "orca")
         config = os.path.join(tmp, "headroom.toml")
         body = ("[agent]\norca_dir = " + toml_string(self.orca_dir) + "\ninterval = \"100ms\"\n"
                 "smoothing = " + toml_string(smoothing) + "\n")
-        for name, port in endpoints:
-            body += (f"\n[[endpoint]]\nname = \"{name}\"\nport = {port}\nprotocol = \"http2\"\n"
+        for name, port, *protocol in endpoints:
+            body += (f"\n[[endpoint]]\nname = \"{name}\"\nport = {port}\n"
+                     f"protocol = \"{protocol[0] if protocol else 'http2'}\"\n"
                      f"target = \"{TARGET_MS}ms\"\nmax = \"{MAX_MS}ms\"\n")
         with open(config, "w") as f:
             f.write(body)
         self.proc = Proc("headroomd", [HEADROOMD, "--config", config], tmp, case)
-        self.names = [n for n, _ in endpoints]
+        self.names = [e[0] for e in endpoints]
         for name in self.names:
             wait_until(lambda: self.report(name), 15, f"endpoint.{name}.orca")
-        if "attached" not in self.proc.err() or "tp_btf syscalls" not in self.proc.err():
-            raise AssertionError("headroomd did not attach the syscall programs:\n" + tail(self.proc.err()))
+        if f"attached ({kind}," not in self.proc.err():
+            raise AssertionError(f"headroomd did not attach the {kind} programs:\n" + tail(self.proc.err()))
 
     def check_alive(self):
         if not self.proc.alive():
@@ -430,6 +435,51 @@ class Http2(unittest.TestCase):
                    "the silent server's streams to end with their connections")
         agent.fresh("h2")
 
+    def test_5_http1_endpoint_beside_keeps_the_socket_set(self):
+        """An HTTP/1 endpoint beside an HTTP/2 one: each measured by its own program set, both as their clients."""
+        if kernel_release() < (6, 11):
+            note(f"NOTE: kernel {os.uname().release} has no socket set (6.11+): both endpoints use the syscall set")
+            kind = "tp_btf syscalls"
+        else:
+            kind = "tp_btf sockets + syscalls"
+        server, port = start_nghttpd(self, self.tmp)
+        h1 = Proc("hr-test-server", [harness.TEST_SERVER, "--port", "0", "--delay", "/slow=40ms"], self.tmp, self)
+        h1_port = wait_until(lambda: (lambda m: int(m.group(1)) if m else None)(
+            re.search(r"^port=(\d+)$", h1.out(), re.M)), 10, "hr-test-server's port=N line")
+        agent = Agent(self, self.tmp, [("h2", port), ("h1", h1_port, "http1")], kind=kind)
+        if kind != "tp_btf syscalls":
+            # The socket set follows sockets, not processes: only nghttpd,
+            # the HTTP/2 server, is a traced process.
+            self.assertIn("; 1 server process(es) found)", agent.proc.err(), tail(agent.proc.err()))
+        log = os.path.join(self.tmp, "h2load.log")
+        h2 = Proc("h2load", [H2LOAD, "-c", 2, "-m", 16, "-n", 6000, "--log-file", log,
+                             f"http://127.0.0.1:{port}/index.html"], self.tmp, self)
+        load = Proc("hr-test-load", [harness.TEST_LOAD, "--port", h1_port, "--connections", 4, "--requests", 2000,
+                                     "--path", "/a", "--path", "/a", "--path", "/a", "--path", "/slow",
+                                     "--over", f"{TARGET_MS}ms"], self.tmp, self)
+        self.assertEqual(h2.wait(60), 0, h2.out() + h2.err())
+        self.assertEqual(load.wait(60), 0, load.out() + load.err())
+        client = json.loads(load.out().strip().splitlines()[-1])
+        time.sleep(0.3)
+        r1, r2 = agent.fresh("h1"), agent.fresh("h2")
+        rows = [x for x in h2load_log(log) if x[1] == 200]
+        c1, c2 = r1["named_metrics"]["headroom.window.requests"], r2["named_metrics"]["headroom.window.requests"]
+        client_slow = client["over"][f"{TARGET_MS}ms"]
+        figure(f"{kind}: HTTP/1 endpoint counted {c1:.0f} of {client['requests']} requests, slow share "
+               f"{shares(r1)[0]:.4f} (client {client_slow:.4f}); HTTP/2 endpoint counted {c2:.0f} of h2load's "
+               f"{len(rows)}")
+        self.assertEqual(client["requests"], 2000, load.out())
+        self.assertLessEqual(abs(c1 - 2000), 0.05 * 2000, describe(r1))
+        self.assertLessEqual(abs(shares(r1)[0] - client_slow), 0.02, describe(r1))
+        self.assertEqual(len(rows), 6000, h2.out())
+        self.assertLessEqual(abs(c2 - len(rows)), 0.05 * len(rows), describe(r2))
+        self.assertLess(shares(r2)[0], 0.05, "nghttpd answered at once: " + describe(r2))
+
+
+def kernel_release():
+    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 # :method GET, :scheme http, :path /, :authority (literal, not indexed) "x"
@@ -470,6 +520,8 @@ def main():
         return 64
     SOURCE_DIR, BUILD_DIR = sys.argv[1], sys.argv[2]
     HEADROOMD = os.environ.get("HEADROOMD") or os.path.join(BUILD_DIR, "agent", "headroomd")
+    harness.TEST_SERVER = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-server")
+    harness.TEST_LOAD = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-load")
     missing = []
     if os.geteuid() != 0:
         missing.append("root (loading eBPF programs)")
