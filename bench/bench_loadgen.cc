@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // bench_loadgen: the cost of the open-loop load engine behind `headroomctl
-// buffer` (agent/loadgen.h), i.e. whether the client can offer a rate without
+// buffer` (agent/ctl/loadgen.h), i.e. whether the client can offer a rate without
 // becoming the bottleneck it is meant to measure.
 //
 // The benchmark pins itself to CPU 0 and hr-test-server (no delay, so the
@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/loadgen.h"
+#include "agent/ctl/loadgen.h"
 
 namespace {
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/config.h"
-#include "agent/report_builder.h"
+#include "agent/config/config.h"
+#include "agent/signals/report_builder.h"
 #include "bench/bench_util.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_writer.h"

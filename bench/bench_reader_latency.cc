@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/config.h"
-#include "agent/report_builder.h"
+#include "agent/config/config.h"
+#include "agent/signals/report_builder.h"
 #include "bench/bench_util.h"
 #include "headroom/orca/report.h"
 #include "publishers/orca_dir_publisher.h"

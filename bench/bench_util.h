@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/sampler.h"
+#include "agent/signals/sampler.h"
 
 namespace headroom::bench {
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "probes/parse.h"
+#include "headroom/orca/text.h"
 
 #include <charconv>
 #include <cmath>
@@ -11,14 +12,6 @@
 
 namespace headroom::probes {
 namespace {
-
-constexpr bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 // Splits off the next line; false at the end of the text.
 bool next_line(std::string_view& text, std::string_view& line) {
@@ -32,13 +25,13 @@ bool next_line(std::string_view& text, std::string_view& line) {
 // Splits off the next whitespace-separated token; false when none is left.
 bool next_token(std::string_view& line, std::string_view& token) {
   size_t i = 0;
-  while (i < line.size() && is_space(line[i])) ++i;
+  while (i < line.size() && is_ascii_space(line[i])) ++i;
   if (i == line.size()) {
     line = {};
     return false;
   }
   size_t j = i;
-  while (j < line.size() && !is_space(line[j])) ++j;
+  while (j < line.size() && !is_ascii_space(line[j])) ++j;
   token = line.substr(i, j - i);
   line.remove_prefix(j);
   return true;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Raw readings, exactly as the kernel reports them. No arithmetic beyond unit
 // conversion happens here: turning two readings into a fraction is the job of
-// agent/normalize.h.
+// agent/signals/normalize.h.
 #pragma once
 
 #include <cstdint>

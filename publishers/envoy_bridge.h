@@ -18,7 +18,7 @@
 #include <string_view>
 #include <variant>
 
-#include "agent/report_builder.h"
+#include "agent/signals/report_builder.h"
 #include "headroom/orca/report_writer.h"
 #include "headroom/orca/result.h"
 #include "publishers/publisher.h"
@@ -114,7 +114,7 @@ class EnvoyPublisher final : public Publisher {
   Result<void> logged(Result<void> r);
 
   EnvoyBridge bridge_;
-  agent::FailureLatch failing_;
+  FailureLatch failing_;
 };
 
 }  // namespace headroom::publishers

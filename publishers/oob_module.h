@@ -8,7 +8,7 @@
 #include <string>
 #include <variant>
 
-#include "agent/config.h"
+#include "agent/config/config.h"
 #include "publishers/publisher.h"
 
 namespace headroom::publishers {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "publishers/oob_publisher.h"
 
+#include "headroom/orca/signals_blocked.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -18,7 +20,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "agent/report_builder.h"
+#include "agent/signals/report_builder.h"
 #include "publishers/oob_module.h"
 
 namespace headroom::publishers {
@@ -28,21 +30,7 @@ namespace {
 using std::chrono::milliseconds;
 
 // gRPC starts its threads from the thread that first needs them; they must
-// not take the daemon's signals.
-class AllSignalsBlocked {
- public:
-  AllSignalsBlocked() {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old_);
-  }
-  ~AllSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
-  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
-
- private:
-  sigset_t old_;
-};
+// not take the daemon's signals (AllSignalsBlocked).
 
 // Why gRPC could not listen on `address`, found by trying it ourselves:
 // gRPC's own message goes to its log only.

@@ -16,7 +16,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "agent/report_builder.h"
+#include "agent/signals/report_builder.h"
 
 namespace headroom::publishers {
 

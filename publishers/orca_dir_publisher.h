@@ -15,7 +15,7 @@
 #include <variant>
 #include <vector>
 
-#include "agent/state_log.h"
+#include "publishers/failure_latch.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_writer.h"
 #include "headroom/orca/result.h"
@@ -123,7 +123,7 @@ class OrcaDirPublisher {
 };
 
 // node.orca and one endpoint.<name>.orca per [[endpoint]], built from the
-// tick by agent/report_builder. A failure is logged once per change, for
+// tick by agent/signals/report_builder. A failure is logged once per change, for
 // node.orca and for the endpoint reports as a whole; endpoint reports are
 // written only after node.orca was. The reports are kept and refilled every
 // tick.
@@ -149,7 +149,7 @@ class OrcaReportsPublisher final : public Publisher {
   std::vector<std::string> endpoint_scopes_;  // "endpoint.<name>"
   orca::Report node_report_;
   std::vector<orca::Report> endpoint_reports_;
-  agent::FailureLatch node_failing_, endpoints_failing_;
+  FailureLatch node_failing_, endpoints_failing_;
 };
 
 // mkdir -p with the given mode for each created component.

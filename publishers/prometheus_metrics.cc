@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "agent/report_builder.h"
+#include "agent/signals/report_builder.h"
 #include "probes/ebpf/endpoint_abi.h"
 
 namespace headroom::publishers::prom {

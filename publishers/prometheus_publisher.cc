@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "publishers/prometheus_publisher.h"
 
+#include "headroom/orca/signals_blocked.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -106,23 +108,6 @@ void on_server_error(void* /*cls*/, const char* fmt, va_list ap) {
   spdlog::debug("prometheus.listen: {}", text);
 }
 
-// Threads started while this lives block every signal, so that SIGTERM and
-// SIGHUP reach the daemon's signalfd and never a server thread.
-class SignalsBlocked {
- public:
-  SignalsBlocked() {
-    sigset_t all;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_BLOCK, &all, &saved_);
-  }
-  ~SignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
-  SignalsBlocked(const SignalsBlocked&) = delete;
-  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
-
- private:
-  sigset_t saved_;
-};
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -183,7 +168,7 @@ Result<std::shared_ptr<MetricsListener>> MetricsHub::listener(const std::string&
   {
     // A few threads polling every connection (a slow client holds none of
     // them), a bounded number of connections, each dropped after 5 s idle.
-    SignalsBlocked blocked;
+    AllSignalsBlocked blocked;  // its threads leave the daemon's signals alone
     l->daemon_ = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &on_request,
         const_cast<MetricsHub*>(this), MHD_OPTION_LISTEN_SOCKET, static_cast<MHD_socket>(fd.value()),

@@ -18,7 +18,7 @@
 #include <variant>
 #include <vector>
 
-#include "agent/state_log.h"
+#include "publishers/failure_latch.h"
 #include "headroom/orca/result.h"
 #include "publishers/prometheus_metrics.h"
 #include "publishers/publisher.h"
@@ -127,7 +127,7 @@ class PrometheusTextfile final : public Publisher {
   int64_t every_ms_;
   int64_t last_write_ms_ = 0;
   bool written_ = false;
-  agent::FailureLatch failing_;
+  FailureLatch failing_;
 };
 
 }  // namespace headroom::publishers

@@ -12,10 +12,10 @@
 #include <variant>
 #include <vector>
 
-#include "agent/config.h"
-#include "agent/endpoint_signals.h"
-#include "agent/report_builder.h"
-#include "agent/signals.h"
+#include "agent/config/config.h"
+#include "agent/signals/endpoint_signals.h"
+#include "agent/signals/report_builder.h"
+#include "agent/signals/signals.h"
 #include "headroom/orca/result.h"
 
 namespace headroom::publishers {

@@ -60,6 +60,7 @@
 #include <headroom/orca/names.h>
 #include <headroom/orca/report_reader.h>
 #include <headroom/orca/shedder.h>
+#include "headroom/orca/text.h"
 
 namespace {
 
@@ -78,17 +79,11 @@ struct Priority {
   int level = 0;
 };
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // "critical", "BEST_EFFORT", "best-effort" (any case), or 1..100. Numbers
 // outside 1..100 are refused rather than clamped: a typo should not become
 // the most important priority.
 std::optional<Priority> parse_priority(std::string_view text) {
-  text = trim(text);
+  text = headroom::trim(text);
   if (auto bucket = orca::parse_bucket(text)) return Priority{*bucket, 0};
   int n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
@@ -327,7 +322,7 @@ Parse parse_request(std::string_view buf, std::string_view priority_header, Requ
     const std::string_view h = next_line();
     const std::size_t colon = h.find(':');
     if (colon == 0 || colon == std::string_view::npos || h.front() == ' ' || h.front() == '\t') return Parse::bad;
-    const std::string_view name = h.substr(0, colon), value = trim(h.substr(colon + 1));
+    const std::string_view name = h.substr(0, colon), value = headroom::trim(h.substr(colon + 1));
     if (iequals(name, "content-length")) {
       std::size_t n = 0;
       const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);

@@ -38,6 +38,7 @@
 //  S5 BIN is serialized deterministically (map entries sorted by key), so one
 //     report always gives the same header value.
 #include "headroom/orca/load_header.h"
+#include "headroom/orca/text.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -168,13 +169,6 @@ std::vector<std::pair<std::string, double>> sorted(const Map& m) {
   std::vector<std::pair<std::string, double>> v(m.begin(), m.end());
   std::sort(v.begin(), v.end());
   return v;
-}
-
-std::string_view trim(std::string_view s) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return s;
 }
 
 Error text_error(std::string_view key, const std::string& what) {

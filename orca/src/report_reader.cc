@@ -375,9 +375,4 @@ void ReportDirectory::set_callback(std::function<void(const ScopeState&)> callba
 const std::string& ReportDirectory::dir() const { return impl_->dir(); }
 bool ReportDirectory::watching() const { return impl_->watching(); }
 
-int64_t unix_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace headroom::orca

@@ -16,8 +16,8 @@
 #include <string>
 #include <variant>
 
-#include "agent/config.h"
-#include "agent/config_checks.h"
+#include "agent/config/config.h"
+#include "agent/config/config_checks.h"
 #include "fuzz_support.h"
 #include "headroom/orca/report.h"
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <variant>
 
-#include "agent/config.h"
-#include "agent/duration.h"
+#include "agent/config/config.h"
+#include "agent/config/duration.h"
 #include "fuzz_support.h"
 
 namespace agent = headroom::agent;

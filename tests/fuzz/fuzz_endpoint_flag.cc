@@ -11,8 +11,8 @@
 #include <variant>
 #include <vector>
 
-#include "agent/config.h"
-#include "agent/config_endpoint_flag.h"
+#include "agent/config/config.h"
+#include "agent/config/config_endpoint_flag.h"
 #include "fuzz_support.h"
 #include "headroom/orca/report.h"
 

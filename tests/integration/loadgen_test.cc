@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The open-loop load engine (agent/loadgen.h) against real servers on the
+// The open-loop load engine (agent/ctl/loadgen.h) against real servers on the
 // loopback: hr-test-server (delays, a known capacity, SIGSTOP) and small
 // in-test servers that hold, close or count what they receive. Each case
 // checks what an open-loop client must do whatever the target does: keep its
@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/loadgen.h"
+#include "agent/ctl/loadgen.h"
 #include "process.h"
 #include "temp_dir.h"
 #include "test_server.h"

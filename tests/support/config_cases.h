@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-#include "agent/config.h"
+#include "agent/config/config.h"
 
 namespace headroom::agent::config_cases {
 

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The arithmetic of `headroomctl buffer` (agent/buffer_model.h) and its
-// outputs (agent/buffer_render.h): plans, judging single requests, steps from
+// The arithmetic of `headroomctl buffer` (agent/ctl/buffer_model.h) and its
+// outputs (agent/ctl/buffer_render.h): plans, judging single requests, steps from
 // records, the buffers of docs/buffers.md, time to shed and the verdict.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "agent/buffer_model.h"
-#include "agent/buffer_render.h"
+#include "agent/ctl/buffer_model.h"
+#include "agent/ctl/buffer_render.h"
 
 namespace b = headroom::ctl::buffer;
 namespace lg = headroom::ctl::loadgen;

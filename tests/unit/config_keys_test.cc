@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The key table (agent/config_keys.h) against everything that must agree with
+// The key table (agent/config/config_keys.h) against everything that must agree with
 // it: the parser (every row is read by its setter), the documentation, the
 // man page and the shipped example (every row is there); and the bounds on
 // agent.interval and agent.smoothing, edge by edge.
-#include "agent/config_keys.h"
+#include "agent/config/config_keys.h"
 
-#include "agent/config.h"
+#include "agent/config/config.h"
 #include "config_cases.h"
 
 #include <gmock/gmock.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The configuration layer: defaults, every key, every class of error with its
 // place in the file, the duration syntax, and the shipped example.
-#include "agent/config.h"
+#include "agent/config/config.h"
 #include "config_cases.h"
 
 #include <gmock/gmock.h>

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/ctl_render.h"
+#include "agent/ctl/render.h"
 #include "headroom/orca/report.h"
 
 namespace headroom::ctl {

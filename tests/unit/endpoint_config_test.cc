@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Endpoint configuration: [[endpoint]] tables, --endpoint flags, the checks of
 // the whole list (validate_endpoints), agent.ebpf and node.include_endpoints.
-#include "agent/config.h"
+#include "agent/config/config.h"
 #include "config_cases.h"
 
 #include <gmock/gmock.h>

@@ -6,7 +6,7 @@
 // failure is logged once and its end once; the in-flight table's fill is
 // said once when full and once when it drains. And the reload rule for a
 // probe that cannot attach (reload_may_replace_probe), as a table.
-#include "agent/endpoint_sampler.h"
+#include "agent/signals/endpoint_sampler.h"
 
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -17,7 +17,7 @@
 #include <sstream>
 #include <string>
 
-#include "agent/pipeline.h"
+#include "agent/daemon/pipeline.h"
 
 namespace headroom::agent {
 namespace {

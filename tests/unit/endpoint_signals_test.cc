@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Endpoint signals, pure: the histogram arithmetic shared with the eBPF
 // program (probes/ebpf/endpoint_abi.h), counters -> intervals -> a sliding
-// window of signals (agent/endpoint_signals.h), and the reports built from
-// them (agent/report_builder.h). No kernel, no root, no clock: every time is
+// window of signals (agent/signals/endpoint_signals.h), and the reports built from
+// them (agent/signals/report_builder.h). No kernel, no root, no clock: every time is
 // simulated.
 #include <algorithm>
 #include <chrono>
@@ -17,9 +17,9 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/config.h"
-#include "agent/endpoint_signals.h"
-#include "agent/report_builder.h"
+#include "agent/config/config.h"
+#include "agent/signals/endpoint_signals.h"
+#include "agent/signals/report_builder.h"
 #include "headroom/orca/report.h"
 #include "probes/endpoint_probe.h"
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/config.h"
+#include "agent/config/config.h"
 #include "temp_dir.h"
 
 namespace headroom::publishers {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Normalization tables: each signal is a fraction that only rises with load.
-#include "agent/normalize.h"
+#include "agent/signals/normalize.h"
 
 #include <cmath>
 

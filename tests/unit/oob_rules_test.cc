@@ -5,8 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "agent/config.h"
-#include "agent/config_checks.h"
+#include "agent/config/config.h"
+#include "agent/config/config_checks.h"
 #include "config_cases.h"
 #include "headroom/orca/oob_streams.h"
 

@@ -17,10 +17,10 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/config.h"
+#include "agent/config/config.h"
 #include "headroom/orca/report.h"
 #include "publishers/orca_dir_publisher.h"
-#include "publishers/registry.h"
+#include "agent/daemon/publisher_registry.h"
 #include "temp_dir.h"
 
 namespace headroom::publishers {

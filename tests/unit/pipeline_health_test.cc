@@ -3,7 +3,7 @@
 // read through the Prometheus figures it feeds: ticks, the last publish,
 // failures per publisher, the configuration's generation and a rejected
 // reload. On fixture trees, with a textfile as the window into each tick.
-#include "agent/pipeline.h"
+#include "agent/daemon/pipeline.h"
 
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>

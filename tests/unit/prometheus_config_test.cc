@@ -4,8 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "agent/config.h"
-#include "agent/config_checks.h"
+#include "agent/config/config.h"
+#include "agent/config/config_checks.h"
 #include "config_cases.h"
 
 namespace headroom::agent {

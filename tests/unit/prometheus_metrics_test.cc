@@ -16,7 +16,7 @@
 
 #include <prometheus/text_serializer.h>
 
-#include "agent/report_builder.h"
+#include "agent/signals/report_builder.h"
 #include "probes/ebpf/endpoint_abi.h"
 
 namespace headroom::publishers::prom {

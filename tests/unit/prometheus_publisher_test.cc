@@ -18,8 +18,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "agent/report_builder.h"
-#include "publishers/registry.h"
+#include "agent/signals/report_builder.h"
+#include "agent/daemon/publisher_registry.h"
 #include "temp_dir.h"
 
 namespace headroom::publishers {

@@ -9,11 +9,11 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/report_builder.h"
+#include "agent/signals/report_builder.h"
 #include "headroom/orca/report.h"
 #include "publishers/envoy_bridge.h"
 #include "publishers/orca_dir_publisher.h"
-#include "publishers/registry.h"
+#include "agent/daemon/publisher_registry.h"
 #include "temp_dir.h"
 
 namespace headroom::publishers {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // NodeSampler on fixture trees with an injected clock: which probes feed which
 // signal, baselines, and unavailable probes logged once.
-#include "agent/sampler.h"
+#include "agent/signals/sampler.h"
 
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>

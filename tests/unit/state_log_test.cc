@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // FailureLatch: a failure that repeats is logged once, its end once.
-#include "agent/state_log.h"
+#include "publishers/failure_latch.h"
 
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "headroom/orca/oob_streams.h"
 
+#include "headroom/orca/clock.h"
+#include "headroom/orca/signals_blocked.h"
+
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,10 +20,6 @@ namespace headroom::orca {
 namespace {
 
 using std::chrono::milliseconds;
-
-int64_t unix_ms() {
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // A write outstanding this long means the client stopped reading: the
 // stream is cancelled, which frees its place under max_streams.
@@ -219,11 +218,8 @@ StreamHub::StreamHub(StreamOptions options, Resolver resolver, std::unique_ptr<S
   if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
   // The thread starts with every signal blocked: the daemon's signals belong
   // to its main loop.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
+  AllSignalsBlocked blocked;
   thread_ = std::thread([this] { run(); });
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 StreamHub::~StreamHub() {
@@ -395,7 +391,7 @@ void StreamHub::run() {
       reap.clear();
     }
 
-    const int64_t now_ms = unix_ms();
+    const int64_t now_ms = unix_now_ms();
     const auto now = std::chrono::steady_clock::now();
     for (Stream* s : streams_) {
       bool ended = false;

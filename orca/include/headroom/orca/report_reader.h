@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "headroom/orca/clock.h"  // unix_now_ms
 #include "headroom/orca/report.h"
 #include "headroom/orca/result.h"
 
@@ -111,8 +112,5 @@ class ReportDirectory {
   explicit ReportDirectory(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// Unix time now in milliseconds (the clock the agent stamps reports with).
-int64_t unix_now_ms();
 
 }  // namespace headroom::orca

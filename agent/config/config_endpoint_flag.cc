@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/config/config_endpoint_flag.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "agent/config/config_checks.h"
+#include "agent/config/config_keys.h"
+#include "agent/config/config_messages.h"
+#include "agent/config/duration.h"
+#include "headroom/orca/text.h"
+
+namespace headroom::agent {
+
+namespace {
+
+using namespace std::string_view_literals;
+
+constexpr std::string_view kEndpointFlagForm =
+    "name=NAME,port=PORT[,path=/PREFIX][,protocol=http2],target=DURATION,max=DURATION[,max_concurrency=N]";
+constexpr std::string_view kEndpointFlagExample = "name=api,port=8080,path=/play,target=10ms,max=500ms";
+
+std::string expected_form() {
+  return "expected " + std::string(kEndpointFlagForm) + ", e.g. " + std::string(kEndpointFlagExample);
+}
+
+// A whole decimal integer; nullopt for anything else. Out-of-range values
+// saturate so that the range check reports them.
+std::optional<std::int64_t> flag_integer(std::string_view text) {
+  std::int64_t n = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ptr != text.data() + text.size() || text.empty()) return std::nullopt;
+  if (ec == std::errc::result_out_of_range)
+    return text.front() == '-' ? std::numeric_limits<std::int64_t>::min() : std::numeric_limits<std::int64_t>::max();
+  if (ec != std::errc()) return std::nullopt;
+  return n;
+}
+
+// `err` as the fault of flag key `key`.
+ConfigError at_key(ConfigError err, std::string_view key) {
+  err.key = std::string(key);
+  return err;
+}
+
+// One key=value into `c`; the ConfigError names the key.
+std::optional<ConfigError> set_field(EndpointConfig& c, std::string_view key, std::string_view value,
+                                     std::optional<std::chrono::nanoseconds>& target,
+                                     std::optional<std::chrono::nanoseconds>& max) {
+  if (key == "name") {
+    if (auto err = check_endpoint_name(value)) return at_key(std::move(*err), key);
+    c.name = std::string(value);
+  } else if (key == "port") {
+    const auto n = flag_integer(value);
+    if (!n) return problem("expected an integer TCP port such as 8080, got " + quote(value), std::string(key));
+    if (auto err = check_endpoint_port(*n, value)) return at_key(std::move(*err), key);
+    c.port = static_cast<uint16_t>(*n);
+  } else if (key == "path") {
+    if (auto err = check_endpoint_path(value)) return at_key(std::move(*err), key);
+    c.path = std::string(value);
+  } else if (key == "protocol") {
+    if (auto err = check_endpoint_protocol(value)) return at_key(std::move(*err), key);
+    c.protocol = *parse_endpoint_protocol(value);
+  } else if (key == "target" || key == "max") {
+    auto parsed = parse_duration_checked(value);
+    if (auto* err = std::get_if<ConfigError>(&parsed)) return at_key(std::move(*err), key);
+    const auto d = std::get<std::chrono::nanoseconds>(parsed);
+    if (key == "target") {
+      if (auto err = check_endpoint_target(d)) return at_key(std::move(*err), key);
+      target = d;
+    } else {
+      max = d;
+    }
+  } else {  // max_concurrency
+    const auto n = flag_integer(value);
+    if (!n) return problem("expected an integer such as 64, got " + quote(value), std::string(key));
+    if (auto err = check_max_concurrency(*n, value)) return at_key(std::move(*err), key);
+    c.max_concurrency = static_cast<uint32_t>(*n);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::variant<EndpointConfig, ConfigError> parse_endpoint_flag_checked(std::string_view text) {
+  if (trim(text).empty()) return problem("is empty; " + expected_form());
+  // The flag takes the keys of an [[endpoint]] table.
+  const std::vector<std::string_view> keys = keys_in("endpoint");
+  EndpointConfig c;
+  std::vector<std::string_view> seen;
+  std::optional<std::chrono::nanoseconds> target, max;
+  std::size_t pos = 0;
+  for (;;) {
+    std::size_t comma = text.find(',', pos);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string_view item = trim(text.substr(pos, comma - pos));
+    const bool last = comma == text.size();
+    pos = comma + 1;
+    if (item.empty()) {
+      if (last) return problem("ends with a comma; " + expected_form());
+      return problem("has an empty item between two commas; " + expected_form());
+    }
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos) return problem(quote(item) + " is not key=value; " + expected_form());
+    const std::string_view key = trim(item.substr(0, eq));
+    const std::string_view value = trim(item.substr(eq + 1));
+    const auto known = std::find(keys.begin(), keys.end(), key);
+    if (known == keys.end()) {
+      const std::string hint = did_you_mean(key, keys);
+      return problem("unknown key " + quote(key) + (hint.empty() ? "; valid keys are " + join(keys) : hint) + " " +
+                     (hint.empty() ? "(" + expected_form() + ")" : "Expected " + std::string(kEndpointFlagForm)));
+    }
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      return problem("duplicate key " + quote(key) + "; give each key once, " + expected_form());
+    seen.push_back(*known);
+    if (auto err = set_field(c, key, value, target, max)) return std::move(*err);
+    if (last) break;
+  }
+
+  std::vector<std::string_view> missing;
+  for (const KeyRow& row : config_key_rows())
+    if (row.section == "endpoint" && !row.required.empty() &&
+        std::find(seen.begin(), seen.end(), row.key) == seen.end())
+      missing.push_back(row.key);
+  if (!missing.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < missing.size(); ++i) list += (i > 0 ? ", " : "") + quote(missing[i]);
+    return problem(std::string(missing.size() == 1 ? "missing key " : "missing keys ") + list + "; " +
+                   expected_form());
+  }
+  if (auto err = check_endpoint_max(*max, *target)) return at_key(std::move(*err), "max");
+  c.target = *target;
+  c.max = *max;
+  return c;
+}
+
+std::variant<EndpointConfig, std::string> parse_endpoint_flag(std::string_view text) {
+  auto parsed = parse_endpoint_flag_checked(text);
+  if (auto* c = std::get_if<EndpointConfig>(&parsed)) return std::move(*c);
+  const ConfigError& err = std::get<ConfigError>(parsed);
+  return err.key.empty() ? err.message : err.key + ": " + err.message;
+}
+
+}  // namespace headroom::agent

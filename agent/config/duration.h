@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// Durations as the configuration writes them: a number and a unit, no spaces
+// ("100ms", "1.5s"). parse_duration and format_duration are declared in
+// agent/config/config.h; this adds the parse that says why a text is refused.
+#pragma once
+
+#include <chrono>
+#include <string_view>
+#include <variant>
+
+#include "agent/config/config.h"
+
+namespace headroom::agent {
+
+// The duration, or a ConfigError without key or place whose message quotes
+// the text, says what is wrong with it and how to write one.
+std::variant<std::chrono::nanoseconds, ConfigError> parse_duration_checked(std::string_view text);
+
+}  // namespace headroom::agent

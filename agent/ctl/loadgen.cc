@@ -1,0 +1,905 @@
+// SPDX-License-Identifier: Apache-2.0
+// The open-loop HTTP/1.1 load engine (agent/ctl/loadgen.h).
+//
+// One thread, one epoll set, non-blocking sockets. The bookkeeping leans on
+// one fact: every request has the same timeout, so deadlines come in schedule
+// order. Records are appended when a request falls due, and the requests
+// waiting for a connection are always the newest ones, so the records vector
+// itself is the client's FIFO:
+//
+//   [0, oldest_)         answered, failed or timed out
+//   [oldest_, queue_)    each either finished or in flight on a connection
+//   [queue_, size())     due, waiting for a connection (the FIFO)
+//
+// and the next deadline is always that of records_[oldest_]. No heap, no
+// per-request allocation: a request's only state beside its Record is one
+// uint32_t (its connection, or "queued", or "done").
+#include "agent/ctl/loadgen.h"
+#include "headroom/orca/text.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string_view>
+#include <system_error>
+
+namespace headroom::ctl::loadgen {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Response parsing
+
+constexpr std::size_t kMaxHead = 64 * 1024;  // status line + headers, or one chunk-size/trailer line
+constexpr std::size_t kNeedEof = std::numeric_limits<std::size_t>::max();
+
+// One message (a final response or a 1xx) at the start of a buffer.
+struct Parse {
+  long consumed = 0;  // 0: incomplete; -1: malformed
+  int status = 0;
+  bool close = false;
+  bool interim = false;  // a 1xx: skip it and parse the next message
+  // When incomplete: the buffer cannot complete before it holds this many
+  // bytes (kNeedEof: only the end of the connection completes it).
+  std::size_t need = 0;
+};
+
+Parse malformed() {
+  Parse p;
+  p.consumed = -1;
+  return p;
+}
+
+Parse incomplete(std::size_t need) {
+  Parse p;
+  p.need = need;
+  return p;
+}
+
+char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// `a` equals the lower-case `b`, ignoring ASCII case.
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (lower(a[i]) != b[i]) return false;
+  return true;
+}
+
+// Calls fn(token) for each comma-separated, trimmed, non-empty token.
+template <typename Fn>
+void for_each_token(std::string_view list, Fn fn) {
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    const std::string_view token = trim(list.substr(0, comma));
+    if (!token.empty()) fn(token);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+// The line starting at `pos`: its end (without "\r\n" or "\n") and where the
+// next one starts; false when no '\n' has arrived yet.
+bool next_line(const char* data, std::size_t size, std::size_t pos, std::string_view& line, std::size_t& next) {
+  const void* nl = std::memchr(data + pos, '\n', size - pos);
+  if (nl == nullptr) return false;
+  std::size_t end = static_cast<std::size_t>(static_cast<const char*>(nl) - data);
+  next = end + 1;
+  if (end > pos && data[end - 1] == '\r') --end;
+  line = std::string_view(data + pos, end - pos);
+  return true;
+}
+
+// A chunked body from `pos` to its end (last chunk, trailers, blank line).
+Parse parse_chunked(const char* data, std::size_t size, std::size_t pos, Parse head) {
+  for (;;) {
+    std::string_view line;
+    std::size_t next = 0;
+    if (!next_line(data, size, pos, line, next)) return size - pos > kMaxHead ? malformed() : incomplete(size + 1);
+    std::size_t chunk = 0;
+    std::size_t i = 0;
+    for (; i < line.size(); ++i) {
+      const char c = line[i];
+      int digit;
+      if (c >= '0' && c <= '9')
+        digit = c - '0';
+      else if (c >= 'a' && c <= 'f')
+        digit = c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        digit = c - 'A' + 10;
+      else
+        break;
+      if (i >= 15) return malformed();  // more than 2^60 bytes: not a response we want
+      chunk = chunk * 16 + static_cast<std::size_t>(digit);
+    }
+    if (i == 0) return malformed();
+    const std::string_view rest = trim(line.substr(i));
+    if (!rest.empty() && rest.front() != ';') return malformed();  // chunk extensions are allowed
+    pos = next;
+    if (chunk == 0) {
+      // Trailer fields, then the blank line.
+      for (;;) {
+        if (!next_line(data, size, pos, line, next)) return size - pos > kMaxHead ? malformed() : incomplete(size + 1);
+        pos = next;
+        if (line.empty()) break;
+      }
+      head.consumed = static_cast<long>(pos);
+      return head;
+    }
+    // The chunk's data and its CRLF.
+    if (size < pos + chunk + 1) return incomplete(pos + chunk + 2);
+    const char* after = data + pos + chunk;
+    if (after[0] == '\n') {
+      pos += chunk + 1;
+    } else if (after[0] == '\r') {
+      if (size < pos + chunk + 2) return incomplete(pos + chunk + 2);
+      if (after[1] != '\n') return malformed();
+      pos += chunk + 2;
+    } else {
+      return malformed();
+    }
+  }
+}
+
+// One message: status line, headers, body. `eof`: the connection has ended
+// after `size` bytes (a body without a length ends there).
+Parse parse_one(const char* data, std::size_t size, bool eof) {
+  static constexpr std::string_view kPrefix = "HTTP/1.";
+  if (std::memcmp(data, kPrefix.data(), std::min(size, kPrefix.size())) != 0) return malformed();
+
+  // Status line: HTTP/1.x SP 3DIGIT [SP reason].
+  std::string_view line;
+  std::size_t pos = 0;
+  if (!next_line(data, size, 0, line, pos)) return size > kMaxHead ? malformed() : incomplete(size + 1);
+  if (line.size() < 12 || line[7] < '0' || line[7] > '9' || line[8] != ' ') return malformed();
+  int status = 0;
+  for (std::size_t i = 9; i < 12; ++i) {
+    if (line[i] < '0' || line[i] > '9') return malformed();
+    status = status * 10 + (line[i] - '0');
+  }
+  if (status < 100 || (line.size() > 12 && line[12] != ' ')) return malformed();
+  const bool http10 = line[7] == '0';
+
+  // Headers: the ones that delimit the body or the connection.
+  bool connection_close = false;
+  bool keep_alive = false;
+  bool has_length = false;
+  bool has_te = false;
+  bool chunked = false;
+  std::size_t length = 0;
+  for (;;) {
+    std::size_t next = 0;
+    if (!next_line(data, size, pos, line, next)) return size > kMaxHead ? malformed() : incomplete(size + 1);
+    pos = next;
+    if (line.empty()) break;
+    if (line.front() == ' ' || line.front() == '\t') continue;  // obsolete line folding: a value we ignore
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos || colon == 0) return malformed();
+    const std::string_view name = line.substr(0, colon);
+    if (name.back() == ' ' || name.back() == '\t') return malformed();
+    const std::string_view value = trim(line.substr(colon + 1));
+    if (iequals(name, "content-length")) {
+      if (value.empty()) return malformed();
+      std::size_t n = 0;
+      for (const char c : value) {
+        if (c < '0' || c > '9' || n >= (std::size_t{1} << 50)) return malformed();
+        n = n * 10 + static_cast<std::size_t>(c - '0');
+      }
+      if (has_length && n != length) return malformed();
+      has_length = true;
+      length = n;
+    } else if (iequals(name, "transfer-encoding")) {
+      has_te = true;
+      for_each_token(value, [&](std::string_view token) { chunked = iequals(token, "chunked"); });
+    } else if (iequals(name, "connection")) {
+      for_each_token(value, [&](std::string_view token) {
+        if (iequals(token, "close")) connection_close = true;
+        if (iequals(token, "keep-alive")) keep_alive = true;
+      });
+    }
+  }
+  const std::size_t head_end = pos;
+
+  Parse p;
+  p.status = status;
+  p.close = connection_close || (http10 && !keep_alive);
+  if (status < 200) {
+    if (status == 101) return malformed();  // we never ask to switch protocols
+    p.interim = true;
+    p.close = false;
+    p.consumed = static_cast<long>(head_end);
+    return p;
+  }
+  if (status == 204 || status == 304) {
+    p.consumed = static_cast<long>(head_end);
+    return p;
+  }
+  if (has_te) {
+    if (has_length) return malformed();  // both: the smuggling pattern (RFC 9112 6.1)
+    if (chunked) return parse_chunked(data, size, head_end, p);
+    p.close = true;  // another coding last: the body runs to the end of the connection
+  } else if (has_length) {
+    if (size - head_end < length) return incomplete(head_end + length);
+    p.consumed = static_cast<long>(head_end + length);
+    return p;
+  }
+  // No length: the body is the rest of the connection.
+  if (!eof) return incomplete(kNeedEof);
+  p.close = true;
+  p.consumed = static_cast<long>(size);
+  return p;
+}
+
+// A final response, after any 1xx interim responses.
+Parse parse_stream(const char* data, std::size_t size, bool eof) {
+  if (size == 0) return incomplete(1);
+  std::size_t offset = 0;
+  for (;;) {
+    Parse p = parse_one(data + offset, size - offset, eof);
+    if (p.consumed < 0) return p;
+    if (p.consumed == 0) {
+      if (p.need != kNeedEof) p.need += offset;
+      p.status = 0;
+      p.close = false;
+      return p;
+    }
+    if (!p.interim) {
+      p.consumed += static_cast<long>(offset);
+      return p;
+    }
+    offset += static_cast<std::size_t>(p.consumed);
+    if (offset >= size) return incomplete(offset + 1);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Options
+
+bool has_ctl(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return c == '\r' || c == '\n' || c == '\0'; });
+}
+
+std::string address_text(const sockaddr_storage& addr) {
+  char ip[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    sockaddr_in a;
+    std::memcpy(&a, &addr, sizeof a);
+    inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+    return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
+  }
+  sockaddr_in6 a;
+  std::memcpy(&a, &addr, sizeof a);
+  inet_ntop(AF_INET6, &a.sin6_addr, ip, sizeof ip);
+  return "[" + std::string(ip) + "]:" + std::to_string(ntohs(a.sin6_port));
+}
+
+// The schedule of one phase: request k leaves at start_ns + k * interval.
+struct PhasePlan {
+  int64_t start_ns = 0;
+  double interval_ns = 0;
+  uint64_t count = 0;
+};
+
+int64_t offset_ns(uint64_t k, double interval_ns) { return static_cast<int64_t>(static_cast<double>(k) * interval_ns); }
+
+constexpr uint64_t kMaxRequests = uint64_t{1} << 31;
+
+std::vector<PhasePlan> plan(const Options& o) {
+  if (o.classes.empty()) throw std::invalid_argument("loadgen: no request classes");
+  if (o.classes.size() > 256) throw std::invalid_argument("loadgen: more than 256 request classes");
+  if (o.phases.size() > 65536) throw std::invalid_argument("loadgen: more than 65536 phases");
+  if (o.max_connections < 1) throw std::invalid_argument("loadgen: max_connections must be at least 1");
+  if (o.timeout.count() <= 0) throw std::invalid_argument("loadgen: timeout must be positive");
+  if ((o.target.addr.ss_family != AF_INET && o.target.addr.ss_family != AF_INET6) || o.target.addr_len == 0 ||
+      o.target.addr_len > sizeof o.target.addr)
+    throw std::invalid_argument("loadgen: the target address is not an IPv4 or IPv6 socket address");
+  if (o.target.path.empty() || has_ctl(o.target.path) || o.target.path.find(' ') != std::string::npos)
+    throw std::invalid_argument("loadgen: bad request target '" + o.target.path + "'");
+  if (has_ctl(o.target.host_header)) throw std::invalid_argument("loadgen: bad Host header");
+  bool any_value = false;
+  for (const auto& c : o.classes) {
+    if (!(c.weight > 0) || !std::isfinite(c.weight))
+      throw std::invalid_argument("loadgen: a request class's weight must be a positive number");
+    if (has_ctl(c.header_value)) throw std::invalid_argument("loadgen: bad priority header value");
+    any_value = any_value || !c.header_value.empty();
+  }
+  if (any_value && (o.priority_header.empty() || has_ctl(o.priority_header) ||
+                    o.priority_header.find_first_of(": \t") != std::string::npos))
+    throw std::invalid_argument("loadgen: bad priority header name '" + o.priority_header + "'");
+
+  std::vector<PhasePlan> plans;
+  int64_t start = 0;
+  uint64_t total = 0;
+  for (const auto& ph : o.phases) {
+    if (!(ph.rate >= 0) || !std::isfinite(ph.rate)) throw std::invalid_argument("loadgen: a phase's rate must be >= 0");
+    if (ph.duration.count() < 0) throw std::invalid_argument("loadgen: a phase's duration must be >= 0");
+    PhasePlan p;
+    p.start_ns = start;
+    const int64_t d = ph.duration.count();
+    if (ph.rate > 0 && d > 0) {
+      p.interval_ns = 1e9 / ph.rate;
+      // The requests k with k * interval < duration, by the same arithmetic
+      // that schedules them.
+      const double estimate = std::ceil(static_cast<double>(d) / p.interval_ns);
+      if (estimate > static_cast<double>(kMaxRequests)) throw std::invalid_argument("loadgen: too many requests");
+      uint64_t n = static_cast<uint64_t>(estimate);
+      while (n > 0 && offset_ns(n - 1, p.interval_ns) >= d) --n;
+      while (offset_ns(n, p.interval_ns) < d) ++n;
+      p.count = n;
+    }
+    total += p.count;
+    if (total > kMaxRequests) throw std::invalid_argument("loadgen: too many requests");
+    plans.push_back(p);
+    start += d;
+  }
+  return plans;
+}
+
+// ---------------------------------------------------------------------------
+// The engine
+
+constexpr uint32_t kQueued = 0;  // request_conn_ value: waiting in the FIFO
+constexpr uint32_t kDone = std::numeric_limits<uint32_t>::max();
+constexpr uint64_t kStopId = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kTimerId = kStopId - 1;
+constexpr std::size_t kScratch = 64 * 1024;
+
+enum class ConnState : uint8_t { free, connecting, busy, idle };
+
+struct Conn {
+  int fd = -1;
+  uint32_t gen = 0;  // bumped at close: events for an earlier descriptor in the same slot are stale
+  ConnState state = ConnState::free;
+  bool want_out = false;   // EPOLLOUT in the interest set
+  bool got_bytes = false;  // some of the current response has arrived
+  uint32_t served = 0;     // responses read on this connection
+  uint32_t write_off = 0;  // bytes of the current request sent
+  uint32_t idle_pos = 0;   // index in Engine::idle_
+  std::size_t seq = 0;     // the request in flight (connecting, busy)
+  // The current response so far, when it did not arrive in one read.
+  std::unique_ptr<char[]> buf;
+  std::size_t cap = 0;
+  std::size_t len = 0;
+  std::size_t need = 0;
+};
+
+class Engine {
+ public:
+  Engine(const Options& o, std::vector<PhasePlan> plans) : o_(o), plans_(std::move(plans)) {
+    target_text_ = address_text(o.target.addr);
+    const std::string& host = o.target.host_header.empty() ? target_text_ : o.target.host_header;
+    for (const auto& c : o.classes) {
+      std::string r = "GET " + o.target.path + " HTTP/1.1\r\nHost: " + host + "\r\n";
+      if (!c.header_value.empty()) r += o.priority_header + ": " + c.header_value + "\r\n";
+      r += "\r\n";
+      requests_.push_back(std::move(r));
+      weights_.push_back(c.weight);
+      weight_total_ += c.weight;
+    }
+    current_.assign(weights_.size(), 0.0);
+    for (const auto& p : plans_) total_ += p.count;
+    timeout_ns_ = o.timeout.count();
+    const std::size_t reserve = static_cast<std::size_t>(std::min<uint64_t>(total_, uint64_t{1} << 22));
+    result_.records.reserve(reserve);
+    request_conn_.reserve(reserve);
+    lags_.reserve(reserve);
+    scratch_ = std::make_unique<char[]>(kScratch);
+    while (phase_ < plans_.size() && plans_[phase_].count == 0) ++phase_;
+  }
+
+  ~Engine() {
+    for (auto& c : conns_)
+      if (c.fd >= 0) ::close(c.fd);
+    if (timerfd_ >= 0) ::close(timerfd_);
+    if (epfd_ >= 0) ::close(epfd_);
+  }
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  Result run() {
+    epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0) throw std::system_error(errno, std::generic_category(), "loadgen: epoll_create1");
+    // The schedule's clock: a timerfd on CLOCK_MONOTONIC (steady_clock's),
+    // set to the next wake-up only when that changes. Waking for a response
+    // then arms no timer, and timerfds have no timer slack (poll timeouts
+    // get 50 us), which is send lag.
+    timerfd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (timerfd_ < 0) throw std::system_error(errno, std::generic_category(), "loadgen: timerfd_create");
+    {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = kTimerId;
+      if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, timerfd_, &ev) != 0)
+        throw std::system_error(errno, std::generic_category(), "loadgen: epoll_ctl");
+    }
+    if (o_.stop_fd >= 0) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = kStopId;
+      if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, o_.stop_fd, &ev) != 0)
+        throw std::invalid_argument(std::string("loadgen: stop_fd cannot be polled: ") + std::strerror(errno));
+    }
+    start_ = o_.start == Clock::time_point{} ? Clock::now() : o_.start;
+
+    epoll_event events[256];
+    for (;;) {
+      const int64_t now = since_start(Clock::now());
+      take_due(now);
+      expire(now);
+      pump();
+      if (next_seq_ == total_ && oldest_ == result_.records.size()) break;
+
+      // Sleep until the next request is due or the oldest outstanding one
+      // times out, whichever is first.
+      int64_t wake = std::numeric_limits<int64_t>::max();
+      if (next_seq_ < total_) wake = next_time();
+      if (oldest_ < result_.records.size()) wake = std::min(wake, result_.records[oldest_].scheduled_ns + timeout_ns_);
+      const int n = wait(events, 256, wake);
+      for (int i = 0; i < n; ++i) {
+        const uint64_t id = events[i].data.u64;
+        if (id == kStopId) {
+          stop();
+          return finish_result();
+        }
+        if (id == kTimerId) {
+          uint64_t ticks;
+          static_cast<void>(::read(timerfd_, &ticks, sizeof ticks));  // clears it
+          armed_ = kUnarmed;
+          continue;
+        }
+        on_event(static_cast<uint32_t>(id), static_cast<uint32_t>(id >> 32), events[i].events);
+      }
+    }
+    return finish_result();
+  }
+
+ private:
+  int64_t since_start(Clock::time_point t) const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t - start_).count();
+  }
+
+  int64_t next_time() const { return plans_[phase_].start_ns + offset_ns(phase_k_, plans_[phase_].interval_ns); }
+
+  // Smooth weighted round robin (nginx): each class gains its weight, the
+  // richest is picked and pays the total.
+  uint8_t pick_class() {
+    std::size_t best = 0;
+    for (std::size_t i = 0; i < current_.size(); ++i) {
+      current_[i] += weights_[i];
+      if (current_[i] > current_[best]) best = i;
+    }
+    current_[best] -= weight_total_;
+    return static_cast<uint8_t>(best);
+  }
+
+  // Appends a record for every request due by `now`: the back of the FIFO.
+  void take_due(int64_t now) {
+    while (next_seq_ < total_) {
+      const int64_t t = next_time();
+      if (t > now) break;
+      Record r;
+      r.scheduled_ns = t;
+      r.phase = static_cast<uint16_t>(phase_);
+      r.request_class = pick_class();
+      result_.records.push_back(r);
+      request_conn_.push_back(kQueued);
+      lags_.push_back(now - t);
+      ++next_seq_;
+      if (++phase_k_ == plans_[phase_].count) {
+        phase_k_ = 0;
+        do ++phase_;
+        while (phase_ < plans_.size() && plans_[phase_].count == 0);
+      }
+    }
+  }
+
+  // Requests whose deadline has passed, queued or in flight, time out.
+  void expire(int64_t now) {
+    auto& recs = result_.records;
+    while (oldest_ < recs.size()) {
+      const uint32_t at = request_conn_[oldest_];
+      if (at != kDone) {
+        if (recs[oldest_].scheduled_ns + timeout_ns_ > now) break;
+        if (oldest_ >= queue_) {
+          queue_ = oldest_ + 1;
+        } else {
+          close_conn(at - 1);
+        }
+        finish(oldest_, Outcome::timeout);
+      }
+      ++oldest_;
+    }
+  }
+
+  // Hands the FIFO's requests to idle connections, or to new ones up to the cap.
+  void pump() {
+    auto& recs = result_.records;
+    while (queue_ < recs.size()) {
+      const std::size_t seq = queue_;
+      if (!idle_.empty()) {
+        const uint32_t slot = idle_.back();
+        idle_.pop_back();
+        ++queue_;
+        Conn& c = conns_[slot];
+        c.state = ConnState::busy;
+        c.seq = seq;
+        c.write_off = 0;
+        c.got_bytes = false;
+        request_conn_[seq] = slot + 1;
+        send_request(slot);
+      } else if (open_ < o_.max_connections) {
+        ++queue_;
+        open_for(seq);
+      } else {
+        break;
+      }
+    }
+  }
+
+  void note_error(const std::string& text) {
+    if (result_.first_error.empty()) result_.first_error = text;
+  }
+
+  void finish(std::size_t seq, Outcome outcome) {
+    result_.records[seq].outcome = outcome;
+    request_conn_[seq] = kDone;
+  }
+
+  uint32_t alloc_slot() {
+    if (!free_.empty()) {
+      const uint32_t slot = free_.back();
+      free_.pop_back();
+      return slot;
+    }
+    conns_.emplace_back();
+    return static_cast<uint32_t>(conns_.size() - 1);
+  }
+
+  bool epoll_set(uint32_t slot, int op, uint32_t events) {
+    const Conn& c = conns_[slot];
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = (uint64_t{c.gen} << 32) | slot;
+    return ::epoll_ctl(epfd_, op, c.fd, &ev) == 0;
+  }
+
+  void connect_failed(std::size_t seq, int err) {
+    ++result_.connect_errors;
+    note_error("connect " + target_text_ + ": " + std::strerror(err));
+    finish(seq, Outcome::connect_error);
+  }
+
+  // Opens a connection for request `seq` (the caller checked the cap).
+  void open_for(std::size_t seq) {
+    const int fd = ::socket(o_.target.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      connect_failed(seq, errno);
+      return;
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int rc;
+    do rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&o_.target.addr), o_.target.addr_len);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0 && errno != EINPROGRESS) {
+      const int err = errno;
+      ::close(fd);
+      connect_failed(seq, err);
+      return;
+    }
+    const uint32_t slot = alloc_slot();
+    Conn& c = conns_[slot];
+    c.fd = fd;
+    c.seq = seq;
+    c.served = 0;
+    c.write_off = 0;
+    c.got_bytes = false;
+    c.len = 0;
+    c.want_out = false;
+    request_conn_[seq] = slot + 1;
+    ++open_;
+    result_.peak_connections = std::max(result_.peak_connections, open_);
+    if (rc == 0) {
+      c.state = ConnState::busy;
+      ++result_.connections_opened;
+      if (!epoll_set(slot, EPOLL_CTL_ADD, EPOLLIN)) return lost(slot, errno, "epoll_ctl");
+      send_request(slot);
+    } else {
+      c.state = ConnState::connecting;
+      c.want_out = true;
+      if (!epoll_set(slot, EPOLL_CTL_ADD, EPOLLOUT)) return lost(slot, errno, "epoll_ctl");
+    }
+  }
+
+  // Closes a connection; its request (if any) is the caller's business.
+  void close_conn(uint32_t slot) {
+    Conn& c = conns_[slot];
+    if (c.state == ConnState::free) return;
+    if (c.state == ConnState::idle) {
+      const uint32_t last = idle_.back();
+      idle_[c.idle_pos] = last;
+      conns_[last].idle_pos = c.idle_pos;
+      idle_.pop_back();
+    }
+    ::close(c.fd);  // also leaves the epoll set
+    c.fd = -1;
+    c.state = ConnState::free;
+    ++c.gen;
+    c.len = 0;
+    if (c.cap > 64 * 1024) {  // a large response: give the memory back
+      c.buf.reset();
+      c.cap = 0;
+    }
+    --open_;
+    free_.push_back(slot);
+  }
+
+  // The connection broke (closed, reset, a failed send) with its request
+  // outstanding. A keep-alive connection that the server closed while idle
+  // can take a request before the close arrives: then, if nothing of the
+  // answer came, the request gets one fresh connection.
+  void lost(uint32_t slot, int err, const char* what) {
+    Conn& c = conns_[slot];
+    const std::size_t seq = c.seq;
+    const bool retry = c.served > 0 && !c.got_bytes;
+    close_conn(slot);
+    if (retry) {
+      open_for(seq);  // closing freed a slot under the cap
+      return;
+    }
+    if (err == 0)
+      note_error(target_text_ + " closed the connection before the response was complete");
+    else
+      note_error(std::string(what) + " " + target_text_ + ": " + std::strerror(err));
+    finish(seq, Outcome::closed);
+  }
+
+  void send_request(uint32_t slot) {
+    Conn& c = conns_[slot];
+    const std::string& r = requests_[result_.records[c.seq].request_class];
+    while (c.write_off < r.size()) {
+      const ssize_t n = ::send(c.fd, r.data() + c.write_off, r.size() - c.write_off, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          if (!c.want_out) {
+            c.want_out = true;
+            if (!epoll_set(slot, EPOLL_CTL_MOD, EPOLLIN | EPOLLOUT)) return lost(slot, errno, "epoll_ctl");
+          }
+          return;
+        }
+        return lost(slot, errno, "send");
+      }
+      c.write_off += static_cast<uint32_t>(n);
+    }
+    if (c.want_out) {
+      c.want_out = false;
+      if (!epoll_set(slot, EPOLL_CTL_MOD, EPOLLIN)) return lost(slot, errno, "epoll_ctl");
+    }
+  }
+
+  void on_event(uint32_t slot, uint32_t gen, uint32_t events) {
+    if (slot >= conns_.size()) return;
+    Conn& c = conns_[slot];
+    if (c.gen != gen) return;  // the descriptor this event was for is closed
+    switch (c.state) {
+      case ConnState::free:
+        return;
+      case ConnState::idle:
+        // An idle connection has nothing to say: the server closed it (or
+        // sent what we did not ask for). Either way, drop it.
+        close_conn(slot);
+        return;
+      case ConnState::connecting: {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        if (err == 0 && (events & (EPOLLERR | EPOLLHUP)) != 0) err = ECONNREFUSED;
+        if (err != 0) {
+          const std::size_t seq = c.seq;
+          close_conn(slot);
+          connect_failed(seq, err);
+          return;
+        }
+        ++result_.connections_opened;
+        c.state = ConnState::busy;
+        c.want_out = false;
+        if (!epoll_set(slot, EPOLL_CTL_MOD, EPOLLIN)) return lost(slot, errno, "epoll_ctl");
+        send_request(slot);
+        return;
+      }
+      case ConnState::busy:
+        if ((events & EPOLLOUT) != 0 && c.want_out) {
+          send_request(slot);
+          if (c.gen != gen || c.state != ConnState::busy) return;
+        }
+        if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) read_response(slot);
+        return;
+    }
+  }
+
+  // Appends to the connection's buffer.
+  static void append(Conn& c, const char* data, std::size_t n) {
+    if (c.len + n > c.cap) {
+      std::size_t cap = std::max<std::size_t>(c.cap * 2, 4096);
+      while (cap < c.len + n) cap *= 2;
+      auto grown = std::make_unique<char[]>(cap);
+      if (c.len > 0) std::memcpy(grown.get(), c.buf.get(), c.len);
+      c.buf = std::move(grown);
+      c.cap = cap;
+    }
+    std::memcpy(c.buf.get() + c.len, data, n);
+    c.len += n;
+  }
+
+  void read_response(uint32_t slot) {
+    Conn& c = conns_[slot];
+    ssize_t n;
+    do n = ::recv(c.fd, scratch_.get(), kScratch, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      return lost(slot, errno, "recv");
+    }
+    if (n == 0) {
+      // The end of the connection completes a body without a length.
+      if (c.len > 0) {
+        const Parse p = parse_stream(c.buf.get(), c.len, true);
+        if (p.consumed > 0) return answered(slot, p, true);
+        if (p.consumed < 0) return bad(slot);
+      }
+      return lost(slot, 0, "recv");
+    }
+    c.got_bytes = true;
+    const auto got = static_cast<std::size_t>(n);
+    if (c.len == 0) {
+      // The usual case: the whole response in one read, parsed in place.
+      const Parse p = parse_stream(scratch_.get(), got, false);
+      if (p.consumed > 0) return answered(slot, p, static_cast<std::size_t>(p.consumed) != got);
+      if (p.consumed < 0) return bad(slot);
+      append(c, scratch_.get(), got);
+      c.need = p.need;
+      return;
+    }
+    append(c, scratch_.get(), got);
+    if (c.len < c.need) return;
+    const Parse p = parse_stream(c.buf.get(), c.len, false);
+    if (p.consumed > 0) return answered(slot, p, static_cast<std::size_t>(p.consumed) != c.len);
+    if (p.consumed < 0) return bad(slot);
+    c.need = p.need;
+  }
+
+  // A complete response. `extra`: bytes beyond it, which no request asked
+  // for, so the connection is not reused; nor is one whose request the
+  // server answered before taking all of it.
+  void answered(uint32_t slot, const Parse& p, bool extra) {
+    Conn& c = conns_[slot];
+    Record& r = result_.records[c.seq];
+    extra = extra || c.write_off < requests_[r.request_class].size();
+    r.status = static_cast<uint16_t>(std::min(p.status, 65535));
+    r.latency_ns = since_start(Clock::now()) - r.scheduled_ns;
+    finish(c.seq, Outcome::response);
+    ++c.served;
+    c.len = 0;
+    if (p.close || extra) {
+      close_conn(slot);
+      return;
+    }
+    c.state = ConnState::idle;
+    c.idle_pos = static_cast<uint32_t>(idle_.size());
+    idle_.push_back(slot);
+  }
+
+  void bad(uint32_t slot) {
+    const std::size_t seq = conns_[slot].seq;
+    close_conn(slot);
+    note_error("bad response from " + target_text_ + " (not HTTP/1.x)");
+    finish(seq, Outcome::bad_response);
+  }
+
+  // stop_fd: every request not yet answered is cancelled.
+  void stop() {
+    result_.stopped = true;
+    for (std::size_t seq = oldest_; seq < result_.records.size(); ++seq)
+      if (request_conn_[seq] != kDone) finish(seq, Outcome::cancelled);
+    oldest_ = queue_ = result_.records.size();
+  }
+
+  // Waits for I/O or until `wake` (ns since start).
+  int wait(epoll_event* events, int max, int64_t wake) {
+    if (wake != armed_) {
+      const auto at = std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count() + wake;
+      itimerspec its{};
+      // 0 would disarm: a wake-up at the clock's origin is long past anyway.
+      its.it_value.tv_sec = static_cast<time_t>(std::max<int64_t>(at, 1) / 1'000'000'000);
+      its.it_value.tv_nsec = static_cast<long>(std::max<int64_t>(at, 1) % 1'000'000'000);
+      if (::timerfd_settime(timerfd_, TFD_TIMER_ABSTIME, &its, nullptr) != 0)
+        throw std::system_error(errno, std::generic_category(), "loadgen: timerfd_settime");
+      armed_ = wake;
+    }
+    const int n = ::epoll_wait(epfd_, events, max, -1);
+    if (n >= 0) return n;
+    if (errno == EINTR) return 0;
+    throw std::system_error(errno, std::generic_category(), "loadgen: epoll_wait");
+  }
+
+  Result finish_result() {
+    for (uint32_t slot = 0; slot < conns_.size(); ++slot) close_conn(slot);
+    if (!lags_.empty()) {
+      auto rank = [&](double q) {
+        const auto n = static_cast<double>(lags_.size());
+        const auto i = static_cast<std::size_t>(std::max(0.0, std::ceil(q * n) - 1));
+        std::nth_element(lags_.begin(), lags_.begin() + static_cast<std::ptrdiff_t>(i), lags_.end());
+        return lags_[i];
+      };
+      result_.send_lag_max_ns = *std::max_element(lags_.begin(), lags_.end());
+      result_.send_lag_p99_ns = rank(0.99);
+      result_.send_lag_p50_ns = rank(0.50);
+    }
+    return std::move(result_);
+  }
+
+  const Options& o_;
+  std::vector<PhasePlan> plans_;
+  std::string target_text_;
+  std::vector<std::string> requests_;  // per class: the bytes of its request
+  std::vector<double> weights_, current_;
+  double weight_total_ = 0;
+  uint64_t total_ = 0;
+  int64_t timeout_ns_ = 0;
+  Clock::time_point start_;
+
+  // The schedule's cursor: the next request is phase_'s phase_k_-th.
+  std::size_t phase_ = 0;
+  uint64_t phase_k_ = 0;
+  uint64_t next_seq_ = 0;
+
+  Result result_;
+  std::vector<uint32_t> request_conn_;  // per record: kQueued, kDone, or its connection's slot + 1
+  std::vector<int64_t> lags_;
+  std::size_t oldest_ = 0;  // records before it are all finished
+  std::size_t queue_ = 0;   // records from it on wait for a connection
+
+  static constexpr int64_t kUnarmed = std::numeric_limits<int64_t>::min();
+  int epfd_ = -1;
+  int timerfd_ = -1;
+  int64_t armed_ = kUnarmed;  // the timerfd's wake-up (ns since start)
+  std::deque<Conn> conns_;    // a deque: references stay valid while it grows
+  std::vector<uint32_t> free_;
+  std::vector<uint32_t> idle_;
+  int open_ = 0;
+  std::unique_ptr<char[]> scratch_;
+};
+
+}  // namespace
+
+ParsedResponse parse_response(const char* data, std::size_t size) {
+  const Parse p = parse_stream(data, size, false);
+  ParsedResponse r;
+  r.consumed = p.consumed;
+  if (p.consumed > 0) {
+    r.status = p.status;
+    r.close = p.close;
+  }
+  return r;
+}
+
+Result run(const Options& options) {
+  Engine engine(options, plan(options));
+  return engine.run();
+}
+
+}  // namespace headroom::ctl::loadgen

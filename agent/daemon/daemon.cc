@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/daemon/daemon.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "agent/daemon/logging.h"
+#include "agent/daemon/pipeline.h"
+
+namespace headroom::agent {
+namespace {
+
+constexpr int kExitIoErr = 74;  // EX_IOERR: could not publish in --once mode
+constexpr int kExitOsErr = 71;  // EX_OSERR: timerfd/signalfd failed
+
+void notify(const std::string& state) {
+  // sd_notify is a no-op returning 0 when NOTIFY_SOCKET is unset.
+  ::sd_notify(0, state.c_str());
+}
+
+// WATCHDOG=1 from the loop itself, so that only a stuck loop stops the pings:
+// after every tick, and whenever a quarter of WATCHDOG_USEC passed without one
+// (an interval longer than that must not starve systemd, which recommends
+// pinging at half the timeout at the latest).
+class Watchdog {
+ public:
+  Watchdog() {
+    uint64_t usec = 0;
+    if (::sd_watchdog_enabled(0, &usec) > 0 && usec > 0) every_ns_ = static_cast<int64_t>(usec) * 1000 / 4;
+  }
+  bool enabled() const { return every_ns_ > 0; }
+  void start(int64_t now) { last_ = now; }
+  void ping(int64_t now) {
+    if (!enabled()) return;
+    notify("WATCHDOG=1");
+    last_ = now;
+  }
+  void ping_if_due(int64_t now) {
+    if (enabled() && now - last_ >= every_ns_) ping(now);
+  }
+  // poll's timeout until the next ping is due; -1 without a watchdog.
+  int timeout_ms(int64_t now) const {
+    if (!enabled()) return -1;
+    const int64_t left = last_ + every_ns_ - now;
+    return left <= 0 ? 0 : static_cast<int>((left + 999'999) / 1'000'000);
+  }
+
+ private:
+  int64_t every_ns_ = 0;
+  int64_t last_ = 0;
+};
+
+bool arm_timer(int tfd, std::chrono::nanoseconds interval) {
+  itimerspec its{};
+  its.it_interval.tv_sec = static_cast<time_t>(interval.count() / 1'000'000'000);
+  its.it_interval.tv_nsec = static_cast<long>(interval.count() % 1'000'000'000);
+  its.it_value = its.it_interval;
+  return ::timerfd_settime(tfd, 0, &its, nullptr) == 0;
+}
+
+int log_config_error(const ConfigError& e) {
+  spdlog::error("{}", e.to_string());
+  return kExitConfig;
+}
+
+}  // namespace
+
+void apply_overrides(Config& c, const Overrides& o) {
+  if (o.orca_dir) c.orca_dir = *o.orca_dir;
+  if (o.proc_root) c.proc_root = *o.proc_root;
+  if (o.sys_root) c.sys_root = *o.sys_root;
+  if (o.log_level) c.log_level = *o.log_level;
+  c.endpoints.insert(c.endpoints.end(), o.endpoints.begin(), o.endpoints.end());
+  if (o.no_ebpf) c.ebpf = EbpfMode::off;
+}
+
+std::variant<Config, ConfigError> load_effective_config(const DaemonOptions& options) {
+  std::variant<Config, ConfigError> loaded;
+  struct stat st{};
+  if (!options.config_path_explicit && ::stat(options.config_path.c_str(), &st) != 0 && errno == ENOENT) {
+    loaded = Config{};
+  } else {
+    loaded = load_config(options.config_path);
+  }
+  if (auto* c = std::get_if<Config>(&loaded)) {
+    apply_overrides(*c, options.overrides);
+    // The file's endpoints were checked on their own; now with the flags'.
+    if (!options.overrides.endpoints.empty())
+      if (auto e = validate_endpoints(c->endpoints, "--endpoint")) return *e;
+  }
+  return loaded;
+}
+
+int run_daemon(const DaemonOptions& options) {
+  auto loaded = load_effective_config(options);
+  if (auto* e = std::get_if<ConfigError>(&loaded)) return log_config_error(*e);
+  Config config = std::get<Config>(std::move(loaded));
+  set_log_level(config.log_level);
+  if (!options.config_path_explicit && ::access(options.config_path.c_str(), F_OK) != 0)
+    spdlog::info("no configuration file at {}; running with the defaults", options.config_path);
+
+  auto built = build_pipeline(config);
+  if (auto* e = std::get_if<BuildError>(&built)) {
+    spdlog::error("{}", e->message);
+    return e->exit_code;
+  }
+  announce(std::get<Pipeline>(built));
+  Agent agent(std::get<Pipeline>(std::move(built)));
+
+  if (options.once) {
+    agent.tick();  // baseline
+    const auto ns = config.interval.count();
+    timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    while (::clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR) {
+    }
+    return agent.tick() ? 0 : kExitIoErr;
+  }
+
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);
+  if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) {
+    spdlog::critical("sigprocmask: {}", std::strerror(errno));
+    return kExitOsErr;
+  }
+  const int sfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  const int tfd = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (sfd < 0 || tfd < 0 || !arm_timer(tfd, config.interval)) {
+    spdlog::critical("cannot set up the sampling timer or signals: {}", std::strerror(errno));
+    return kExitOsErr;
+  }
+
+  Watchdog watchdog;
+  spdlog::info("headroomd started: {} every {}, orca directory {}",
+               config.cgroup.empty() ? std::string("host") : "cgroup " + config.cgroup,
+               format_duration(config.interval), config.orca_dir);
+  agent.tick();  // baseline for the rates
+  bool ready = false;
+  std::string status_sent;  // STATUS= is sent again only when it changes
+  pollfd fds[2] = {{tfd, POLLIN, 0}, {sfd, POLLIN, 0}};
+  watchdog.start(monotonic_ns());
+  for (;;) {
+    const int n = ::poll(fds, 2, watchdog.timeout_ms(monotonic_ns()));
+    if (n < 0 && errno != EINTR) {
+      spdlog::critical("poll: {}", std::strerror(errno));
+      return kExitOsErr;
+    }
+    watchdog.ping_if_due(monotonic_ns());
+    if (n <= 0) continue;
+    if (fds[0].revents & POLLIN) {
+      uint64_t expirations = 0;
+      // However many intervals passed (a stopped process, a slow tick), one
+      // tick: no burst of catch-up reports.
+      if (::read(tfd, &expirations, sizeof expirations) > 0) {
+        const bool published = agent.tick();
+        if (published && !ready) {
+          ready = true;
+          status_sent = status_line(agent);
+          notify("READY=1\n" + status_sent);
+        } else if (std::string s = status_line(agent); s != status_sent) {
+          // A publisher that starts or stops failing, a probe whose reads
+          // fail: said in STATUS= when it changes (not every tick).
+          status_sent = std::move(s);
+          notify(status_sent);
+        }
+        watchdog.ping(monotonic_ns());
+      }
+    }
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo si{};
+      while (::read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        if (si.ssi_signo == SIGHUP) {
+          notify("RELOADING=1");
+          spdlog::info("SIGHUP: reloading {}", options.config_path);
+          // Nothing changes until the whole new pipeline is built: the log
+          // level, the timer and the running pipeline stay as they are when
+          // the reload is rejected (an invalid file) or fails (a valid file
+          // that cannot be put in place: an address taken, a probe that
+          // cannot attach).
+          auto next = load_effective_config(options);
+          if (auto* e = std::get_if<ConfigError>(&next)) {
+            spdlog::error("reload rejected, the running configuration stays in force: {}", e->to_string());
+            agent.reload_failed("rejected: " + e->to_string());
+          } else {
+            auto rebuilt = build_reload(std::get<Config>(std::move(next)), agent);
+            if (auto* be = std::get_if<BuildError>(&rebuilt)) {
+              spdlog::error("reload failed, the running configuration stays in force: {}", be->message);
+              agent.reload_failed(be->message);
+            } else {
+              auto& p = std::get<Pipeline>(rebuilt);
+              announce(p);
+              const bool interval_changed = p.config.interval != agent.config().interval;
+              set_log_level(p.config.log_level);
+              agent.replace(std::move(p));
+              if (interval_changed) arm_timer(tfd, agent.config().interval);
+              spdlog::info("configuration reloaded");
+            }
+          }
+          status_sent = status_line(agent);
+          notify("READY=1\n" + status_sent);
+          watchdog.ping_if_due(monotonic_ns());
+        } else {
+          spdlog::info("{}: publishing a final report and stopping", strsignal(static_cast<int>(si.ssi_signo)));
+          notify("STOPPING=1");
+          agent.stop();
+          ::close(tfd);
+          ::close(sfd);
+          return 0;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace headroom::agent
