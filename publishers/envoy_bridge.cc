@@ -39,26 +39,23 @@ std::string envoy_value_name(const EnvoyValue& value) {
   return "application_utilization";
 }
 
-std::optional<double> select_envoy_value(const agent::NodeValues& v, const EnvoyValue& value) {
+std::optional<double> select_envoy_value(const orca::Report& report, const EnvoyValue& value) {
+  const auto& u = report.utilization();
   switch (value.kind) {
     case EnvoyValue::Kind::application_utilization:
-      if (v.utilization.empty()) return std::nullopt;
-      return v.application_utilization;
+      if (u.empty()) return std::nullopt;
+      return report.application_utilization();
     case EnvoyValue::Kind::cpu_utilization:
-      if (v.find(orca::kSignalCpu) == nullptr) return std::nullopt;
-      return v.cpu_utilization;
+      if (!u.contains(std::string(orca::kSignalCpu))) return std::nullopt;
+      return report.cpu_utilization();
     case EnvoyValue::Kind::mem_utilization:
-      if (v.find(orca::kSignalMemory) == nullptr) return std::nullopt;
-      return v.mem_utilization;
+      if (!u.contains(std::string(orca::kSignalMemory))) return std::nullopt;
+      return report.mem_utilization();
     case EnvoyValue::Kind::utilization:
-      if (const double* u = v.find(value.key)) return *u;
+      if (auto it = u.find(value.key); it != u.end()) return it->second;
       return std::nullopt;
   }
   return std::nullopt;
-}
-
-std::optional<double> select_envoy_value(const orca::Report& report, const EnvoyValue& value) {
-  return select_envoy_value(agent::node_values_of(report), value);
 }
 
 double envoy_pressure(std::optional<double> value, double neutral) {
@@ -110,21 +107,26 @@ Result<void> EnvoyBridge::write_pressure(double pressure) {
   return r;
 }
 
-Result<void> EnvoyBridge::publish(const agent::NodeValues& values) {
-  return write_pressure(envoy_pressure(select_envoy_value(values, options_.value), options_.neutral));
+Result<void> EnvoyBridge::publish(const orca::Report& node) {
+  return write_pressure(envoy_pressure(select_envoy_value(node, options_.value), options_.neutral));
 }
 
 Result<void> EnvoyBridge::publish_neutral() { return write_pressure(options_.neutral); }
 
-std::variant<Publishers, BuildError> EnvoyPublisher::build(const agent::Config& config) {
+Result<Publishers> EnvoyPublisher::build(const std::vector<EnvoyBridgeConfig>& bridges, bool fsync) {
   Publishers out;
-  for (std::size_t i = 0; i < config.envoy.size(); ++i) {
-    const auto& e = config.envoy[i];
+  for (std::size_t i = 0; i < bridges.size(); ++i) {
+    const auto& e = bridges[i];
     const std::string key = "envoy[" + std::to_string(i) + "]";
     auto value = parse_envoy_value(e.value);  // the configuration validated it
-    if (!value) return BuildError{true, key + ".value: unknown value \"" + e.value + "\""};
-    auto bridge = EnvoyBridge::open({e.file, *value, e.neutral, config.fsync});
-    if (!bridge) return BuildError{false, key + ".file: " + bridge.error().message};
+    if (!value) return Error{0, key + ".value: unknown value \"" + e.value + "\""};
+    auto bridge = EnvoyBridge::open({e.file, *value, e.neutral, fsync});
+    if (!bridge) {
+      Error err = bridge.error();
+      err.message = key + ".file: " + err.message;
+      if (err.code == 0) err.code = EINVAL;  // a file that cannot be written: not the file's syntax
+      return err;
+    }
     out.push_back(std::unique_ptr<Publisher>(new EnvoyPublisher(std::move(bridge.value()))));
   }
   return out;
@@ -139,7 +141,7 @@ Result<void> EnvoyPublisher::logged(Result<void> r) {
   return r;
 }
 
-Result<void> EnvoyPublisher::publish(const Tick& tick) { return logged(bridge_.publish(tick.values)); }
+Result<void> EnvoyPublisher::publish(const Tick& tick) { return logged(bridge_.publish(tick.node().report)); }
 
 // Envoy would otherwise keep the last pressure for ever.
 void EnvoyPublisher::stop(const Tick&) { (void)logged(bridge_.publish_neutral()); }

@@ -16,11 +16,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
+#include <vector>
 
-#include "agent/signals/report_builder.h"
 #include "headroom/orca/report_writer.h"
 #include "headroom/orca/result.h"
+#include "headroom/orca/report.h"
+#include "publishers/envoy_bridge_config.h"
+#include "publishers/failure_latch.h"
 #include "publishers/publisher.h"
 
 namespace headroom::publishers {
@@ -40,14 +42,11 @@ struct EnvoyValue {
 std::optional<EnvoyValue> parse_envoy_value(std::string_view text);
 std::string envoy_value_name(const EnvoyValue& value);
 
-// The chosen number, or nullopt when node.orca does not carry it. The values
-// are node.orca's own (agent::node_values), and presence follows its proto3
-// fields, which have none: cpu_utilization exists only alongside
-// utilization["cpu"], mem_utilization alongside utilization["memory"],
-// application_utilization only when at least one signal is in utilization.
-std::optional<double> select_envoy_value(const agent::NodeValues& values, const EnvoyValue& value);
-// The same from a node.orca read back from its file (what a check of the
-// published files compares with).
+// The chosen number of a node.orca, or nullopt when it does not carry it.
+// Presence follows the report's proto3 fields, which have none:
+// cpu_utilization exists only alongside utilization["cpu"],
+// mem_utilization alongside utilization["memory"], application_utilization
+// only when at least one signal is in utilization.
 std::optional<double> select_envoy_value(const orca::Report& report, const EnvoyValue& value);
 
 // What Envoy is given: the value clamped to [0, 1] (+inf -> 1, -inf -> 0);
@@ -73,9 +72,9 @@ class EnvoyBridge {
   // (only this file's: the directory may be shared with other programs).
   static Result<EnvoyBridge> open(EnvoyBridgeOptions options);
 
-  // Writes the pressure chosen from node.orca's values. On failure the
-  // previous file stays as it was. Recreates the directory if it was removed.
-  Result<void> publish(const agent::NodeValues& values);
+  // Writes the pressure chosen from node.orca. On failure the previous file
+  // stays as it was. Recreates the directory if it was removed.
+  Result<void> publish(const orca::Report& node);
   // Writes the neutral value (clean stop, or this bridge was removed).
   Result<void> publish_neutral();
   // Writes `pressure` (clamped to [0, 1]; NaN -> neutral).
@@ -98,8 +97,8 @@ class EnvoyBridge {
 // Failures are logged once per change; they never hold up node.orca.
 class EnvoyPublisher final : public Publisher {
  public:
-  // One publisher per [[envoy]] entry, in file order.
-  static std::variant<Publishers, BuildError> build(const agent::Config& config);
+  // One publisher per [[envoy]] entry, in file order; `fsync`: agent.fsync.
+  static Result<Publishers> build(const std::vector<EnvoyBridgeConfig>& bridges, bool fsync);
 
   Result<void> publish(const Tick& tick) override;
   void stop(const Tick& final) override;

@@ -29,4 +29,17 @@ struct OobConfig {
   bool operator==(const OobConfig&) const = default;
 };
 
+// What the [oob] publisher is built from: its section, and what it needs of
+// the rest of the configuration.
+struct OobOptions {
+  OobConfig oob;
+  std::chrono::nanoseconds interval{0};  // agent.interval: no stream is sent reports more often
+  struct Endpoint {
+    std::string name;   // a stream whose authority's host is this name gets its report
+    uint16_t port = 0;  // ... and one whose authority's port is this (the first endpoint of the port)
+    std::string scope;  // "endpoint.<name>"
+  };
+  std::vector<Endpoint> endpoints;  // [[endpoint]]s, in file order
+};
+
 }  // namespace headroom::publishers

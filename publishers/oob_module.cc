@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <filesystem>
 
@@ -19,27 +20,26 @@ std::string oob_module_path() {
   return (dir / HEADROOM_OOB_MODULE).lexically_normal().string();
 }
 
-std::variant<Publishers, BuildError> build_oob_publishers(const agent::Config& config) {
-  if (config.oob.listen.empty()) return Publishers{};
-  using Build = void (*)(const agent::Config*, std::variant<Publishers, BuildError>*);
+Result<Publishers> build_oob_publishers(const OobOptions& options) {
+  if (options.oob.listen.empty()) return Publishers{};
+  using Build = void (*)(const OobOptions*, Result<Publishers>*);
   // Loaded once and never unloaded: the streams and listeners it keeps
   // outlive a reload (OobHub).
   static Build build = nullptr;
-  static std::string why;
   if (build == nullptr) {
     const std::string path = oob_module_path();
     void* module = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (module == nullptr) {
       const char* e = ::dlerror();
-      return BuildError{false, "oob.listen: cannot load the [oob] module " + path + ": " + (e ? e : "unknown error") +
-                                   "; it is part of the headroom package (reinstall it), or empty [oob] listen"};
+      return Error{ELIBACC, "oob.listen: cannot load the [oob] module " + path + ": " + (e ? e : "unknown error") +
+                                "; it is part of the headroom package (reinstall it), or empty [oob] listen"};
     }
     build = reinterpret_cast<Build>(::dlsym(module, "headroom_oob_build"));
     if (build == nullptr)
-      return BuildError{false, "oob.listen: " + path + " is not headroom's [oob] module (no headroom_oob_build)"};
+      return Error{ELIBBAD, "oob.listen: " + path + " is not headroom's [oob] module (no headroom_oob_build)"};
   }
-  std::variant<Publishers, BuildError> out;
-  build(&config, &out);
+  Result<Publishers> out = Publishers{};
+  build(&options, &out);
   return out;
 }
 

@@ -6,16 +6,16 @@
 #pragma once
 
 #include <string>
-#include <variant>
 
-#include "agent/config/config.h"
+#include "headroom/orca/result.h"
+#include "publishers/oob_config.h"
 #include "publishers/publisher.h"
 
 namespace headroom::publishers {
 
 // Nothing without [oob] listen; otherwise the module's publishers, or why
 // the module or a listener could not be had (exit 73, as for a listener).
-std::variant<Publishers, BuildError> build_oob_publishers(const agent::Config& config);
+Result<Publishers> build_oob_publishers(const OobOptions& options);
 
 // Where headroomd looks for the module: the build tree's when it runs from
 // there, else ../lib/headroom/headroom-oob.so from its own directory (the
@@ -25,5 +25,5 @@ std::string oob_module_path();
 }  // namespace headroom::publishers
 
 // The module's entry point (extern "C": found by name with dlsym).
-extern "C" void headroom_oob_build(const headroom::agent::Config* config,
-                                   std::variant<headroom::publishers::Publishers, headroom::publishers::BuildError>* out);
+extern "C" void headroom_oob_build(const headroom::publishers::OobOptions* options,
+                                   headroom::Result<headroom::publishers::Publishers>* out);

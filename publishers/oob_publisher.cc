@@ -20,7 +20,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "agent/signals/report_builder.h"
 #include "publishers/oob_module.h"
 
 namespace headroom::publishers {
@@ -78,25 +77,25 @@ std::string joined(const std::vector<std::string>& v) {
   return out;
 }
 
-orca::StreamOptions stream_options(const agent::Config& config) {
+orca::StreamOptions stream_options(const OobOptions& options) {
   orca::StreamOptions o;
-  o.default_interval = std::chrono::duration_cast<milliseconds>(config.oob.default_interval);
-  o.min_interval = std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(config.interval));
-  o.max_streams = config.oob.max_streams;
+  o.default_interval = std::chrono::duration_cast<milliseconds>(options.oob.default_interval);
+  o.min_interval = std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(options.interval));
+  o.max_streams = options.oob.max_streams;
   return o;
 }
 
-orca::StreamHub::Resolver resolver(const agent::Config& config) {
+orca::StreamHub::Resolver resolver(const OobOptions& options) {
   std::vector<std::pair<uint16_t, std::string>> ports;  // first endpoint per port, in file order
   std::vector<std::pair<std::string, std::string>> names;  // endpoint name -> scope
   std::string known;
-  for (const auto& e : config.endpoints) {
-    names.emplace_back(e.name, "endpoint." + e.name);
+  for (const auto& e : options.endpoints) {
+    names.emplace_back(e.name, e.scope);
     if (std::any_of(ports.begin(), ports.end(), [&](const auto& p) { return p.first == e.port; })) continue;
-    ports.emplace_back(e.port, "endpoint." + e.name);
+    ports.emplace_back(e.port, e.scope);
     known += (known.empty() ? "" : ", ") + std::to_string(e.port) + " (" + e.name + ")";
   }
-  const bool error = config.oob.unknown_authority_error;
+  const bool error = options.oob.unknown_authority_error;
   return [ports = std::move(ports), names = std::move(names), known = std::move(known), error](
              std::string_view authority) -> std::variant<std::string, grpc::Status> {
     const auto port = orca::authority_port(authority);
@@ -124,18 +123,6 @@ OobListener::~OobListener() {
   AllSignalsBlocked blocked;
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_.reset();
-}
-
-std::shared_ptr<OobHub> OobHub::shared() {
-  static std::mutex mutex;
-  static std::weak_ptr<OobHub> current;
-  std::lock_guard lock(mutex);
-  auto hub = current.lock();
-  if (!hub) {
-    hub = std::make_shared<OobHub>();
-    current = hub;
-  }
-  return hub;
 }
 
 OobHub::OobHub() {
@@ -193,8 +180,8 @@ Result<std::shared_ptr<OobListener>> OobHub::listener(const std::string& address
   return l;
 }
 
-void OobHub::configure(const agent::Config& config) {
-  streams_->configure(stream_options(config), resolver(config));
+void OobHub::configure(const OobOptions& options) {
+  streams_->configure(stream_options(options), resolver(options));
 }
 
 void OobHub::update(const Tick& tick) {
@@ -202,28 +189,17 @@ void OobHub::update(const Tick& tick) {
   if (have_seq_ && tick.meta.seq == last_seq_ && !tick.meta.stopped) return;
   have_seq_ = true;
   last_seq_ = tick.meta.seq;
-  // One message reused for every scope, cleared before each: a field one
-  // scope sets (the node's mem_utilization) must not leak into the next.
-  auto hand_over = [&](const std::string& scope) {
-    report_.SerializeToString(&bytes_);
-    grpc::Slice slice(bytes_);
+  std::vector<std::string> scopes;
+  scopes.reserve(tick.reports.size());
+  for (const ScopeReport& r : tick.reports) {
+    grpc::Slice slice(r.bytes);
     orca::Snapshot s{grpc::ByteBuffer(&slice, 1), {}};
     s.info.version = ++version_;
     s.info.timestamp_ms = tick.meta.timestamp_ms;
     s.info.interval_ms = tick.meta.interval_ms;
     s.info.final = tick.meta.stopped;
-    streams_->set(scope, std::move(s));
-  };
-  report_.Clear();
-  agent::build_node_report_into(tick.values, tick.node, tick.meta, report_);
-  hand_over(std::string(orca::kNodeScope));
-  std::vector<std::string> scopes;
-  const auto cpu = agent::node_cpu(tick.values);
-  for (const auto& e : tick.endpoints) {
-    scopes.push_back("endpoint." + e.config->name);
-    report_.Clear();
-    agent::build_endpoint_report_into(*e.config, e.signals, tick.meta, report_, cpu);
-    hand_over(scopes.back());
+    streams_->set(r.scope, std::move(s));
+    scopes.push_back(r.scope);
   }
   for (const auto& old : scopes_)
     if (std::find(scopes.begin(), scopes.end(), old) == scopes.end()) streams_->clear(old);
@@ -233,29 +209,33 @@ void OobHub::update(const Tick& tick) {
 // ---------------------------------------------------------------------------
 // OobPublisher
 
-std::variant<Publishers, BuildError> OobPublisher::build(const agent::Config& config) {
+Result<Publishers> OobPublisher::build(const OobOptions& options) {
   Publishers out;
-  if (config.oob.listen.empty()) return out;
+  if (options.oob.listen.empty()) return out;
   auto hub = OobHub::shared();
   std::vector<std::shared_ptr<OobListener>> listeners;
-  for (const auto& address : config.oob.listen) {
+  for (const auto& address : options.oob.listen) {
     auto l = hub->listener(address);
     if (!l)
-      return BuildError{false, "oob.listen: " + l.error().message +
-                                   "; choose a free port, an address of this machine, or a writable directory"};
+      return Error{l.error().code != 0 ? l.error().code : EADDRNOTAVAIL,
+                   "oob.listen: " + l.error().message +
+                       "; choose a free port, an address of this machine, or a writable directory"};
     listeners.push_back(std::move(l.value()));
   }
-  out.push_back(std::unique_ptr<Publisher>(new OobPublisher(std::move(hub), std::move(listeners), config)));
+  out.push_back(std::unique_ptr<Publisher>(new OobPublisher(std::move(hub), std::move(listeners), options)));
   return out;
 }
 
 OobPublisher::OobPublisher(std::shared_ptr<OobHub> hub, std::vector<std::shared_ptr<OobListener>> listeners,
-                           const agent::Config& config)
-    : hub_(std::move(hub)), listeners_(std::move(listeners)), config_(config), target_(joined(config.oob.listen)) {}
+                           OobOptions options)
+    : hub_(std::move(hub)),
+      listeners_(std::move(listeners)),
+      options_(std::move(options)),
+      target_(joined(options_.oob.listen)) {}
 
 Result<void> OobPublisher::publish(const Tick& tick) {
   if (!configured_) {  // the first tick of this configuration: its rules apply from now on
-    hub_->configure(config_);
+    hub_->configure(options_);
     configured_ = true;
   }
   hub_->update(tick);
@@ -276,7 +256,7 @@ void OobPublisher::announce() const {
 
 }  // namespace headroom::publishers
 
-void headroom_oob_build(const headroom::agent::Config* config,
-                        std::variant<headroom::publishers::Publishers, headroom::publishers::BuildError>* out) {
-  *out = headroom::publishers::OobPublisher::build(*config);
+void headroom_oob_build(const headroom::publishers::OobOptions* options,
+                        headroom::Result<headroom::publishers::Publishers>* out) {
+  *out = headroom::publishers::OobPublisher::build(*options);
 }

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // [oob] (docs/oob.md): the out-of-band ORCA stream,
 // xds.service.orca.v3.OpenRcaService/StreamCoreMetrics, served by headroomd
-// on each `listen` address. Every tick the reports node.orca and
-// endpoint.<name>.orca carry are built and serialized once, by the same
-// functions as the files, and handed to the process's stream hub
+// on each `listen` address. Every tick the reports the pipeline built and
+// serialized (the same bytes as the files) are handed to the process's stream hub
 // (headroom/orca/oob_streams.h); its own thread sends them, so no client
 // can hold up a tick. A stream picks its report by :authority: the port of
 // an [[endpoint]] gives that endpoint's, any other the node's (or
@@ -18,12 +17,13 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 #include "headroom/orca/oob_streams.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/result.h"
+#include "publishers/oob_config.h"
+#include "publishers/process_shared.h"
 #include "publishers/publisher.h"
 
 namespace grpc {
@@ -53,14 +53,14 @@ class OobListener {
 // The process's streams and listeners.
 class OobHub {
  public:
-  static std::shared_ptr<OobHub> shared();
+  static std::shared_ptr<OobHub> shared() { return process_shared<OobHub>(); }
   OobHub();
 
   // The listener on `address`: the running one, or a new one started now.
   Result<std::shared_ptr<OobListener>> listener(const std::string& address);
   // The rules of a configuration: intervals, max_streams, the authority map.
-  void configure(const agent::Config& config);
-  // Builds and serializes this tick's reports once (a second publisher with
+  void configure(const OobOptions& options);
+  // Hands this tick's reports to the streams once (a second publisher with
   // the same tick changes nothing).
   void update(const Tick& tick);
   orca::StreamHub& streams() { return *streams_; }
@@ -74,14 +74,12 @@ class OobHub {
   uint64_t last_seq_ = 0;
   bool have_seq_ = false;
   uint64_t version_ = 0;
-  orca::Report report_;
-  std::string bytes_;
-  std::vector<std::string> scopes_;  // of the endpoints the last tick had
+  std::vector<std::string> scopes_;  // of the reports the last tick had
 };
 
 class OobPublisher final : public Publisher {
  public:
-  static std::variant<Publishers, BuildError> build(const agent::Config& config);
+  static Result<Publishers> build(const OobOptions& options);
 
   Result<void> publish(const Tick& tick) override;
   // Every stream gets the final report (headroom.stopped = 1), then ends
@@ -93,10 +91,10 @@ class OobPublisher final : public Publisher {
 
  private:
   OobPublisher(std::shared_ptr<OobHub> hub, std::vector<std::shared_ptr<OobListener>> listeners,
-               const agent::Config& config);
+               OobOptions options);
   std::shared_ptr<OobHub> hub_;
   std::vector<std::shared_ptr<OobListener>> listeners_;
-  agent::Config config_;
+  OobOptions options_;
   bool configured_ = false;
   std::string target_;
 };

@@ -16,7 +16,6 @@
 #include <mutex>
 #include <sstream>
 
-#include "agent/signals/report_builder.h"
 
 namespace headroom::publishers {
 
@@ -263,6 +262,12 @@ Result<void> OrcaDirPublisher::check_lock() {
 }
 
 Result<void> OrcaDirPublisher::publish(std::string_view scope, const orca::Report& report) {
+  std::string bytes;
+  if (!report.SerializeToString(&bytes)) return logic_error("cannot serialize the " + std::string(scope) + " report");
+  return publish_bytes(scope, bytes);
+}
+
+Result<void> OrcaDirPublisher::publish_bytes(std::string_view scope, std::string_view bytes) {
   if (check_lock_ || ++publishes_ % kLockCheckEvery == 0) {
     if (auto locked = check_lock(); !locked) {
       check_lock_ = true;
@@ -272,11 +277,11 @@ Result<void> OrcaDirPublisher::publish(std::string_view scope, const orca::Repor
   }
   name_.assign(scope);
   name_ += orca::kReportSuffix;
-  auto r = writer_.write(name_, report);
+  auto r = writer_.write_bytes(name_, bytes);
   if (!r && r.error().code == ENOENT) {
     // Someone removed the directory: make it again and retry once.
     if (auto made = make_directories(writer_.dir()); !made) return made.error();
-    r = writer_.write(name_, report);
+    r = writer_.write_bytes(name_, bytes);
   }
   return r;
 }
@@ -287,73 +292,59 @@ Result<void> OrcaDirPublisher::remove(std::string_view scope) {
   return {};
 }
 
-namespace {
-std::string endpoint_scope(const std::string& name) { return "endpoint." + name; }
-}  // namespace
-
-OrcaReportsPublisher::OrcaReportsPublisher(OrcaDirPublisher files, const agent::Config& config)
-    : files_(std::move(files)) {
-  for (const auto& e : config.endpoints) {
-    endpoint_names_.push_back(e.name);
-    endpoint_scopes_.push_back(endpoint_scope(e.name));
+Result<Publishers> OrcaReportsPublisher::build(const OrcaReportsOptions& options) {
+  auto files = OrcaDirPublisher::open(options.dir, options.files);
+  if (!files) {
+    Error e = files.error();
+    e.message = "agent.orca_dir: " + e.message;
+    if (e.code == 0) e.code = EPERM;  // the directory is there but unsafe: not a configuration error
+    return e;
   }
-  endpoint_reports_.resize(config.endpoints.size());
-}
-
-std::variant<Publishers, BuildError> OrcaReportsPublisher::build(const agent::Config& config) {
-  auto files = OrcaDirPublisher::open(
-      config.orca_dir, OrcaDirOptions{orca::WriterOptions{0644, config.fsync},
-                                      config.unsafe_orca_dir == agent::UnsafeDirAction::refuse});
-  if (!files) return BuildError{false, "agent.orca_dir: " + files.error().message};
   Publishers out;
-  out.push_back(std::unique_ptr<Publisher>(new OrcaReportsPublisher(std::move(files.value()), config)));
+  out.push_back(std::unique_ptr<Publisher>(new OrcaReportsPublisher(std::move(files.value()), options.scopes)));
   return out;
 }
 
 Result<void> OrcaReportsPublisher::publish(const Tick& tick) {
-  agent::build_node_report_into(tick.values, tick.node, tick.meta, node_report_);
-  if (auto r = files_.publish(orca::kNodeScope, node_report_); !r) {
-    node_failing_.fail(spdlog::level::err, "cannot publish {}/node.orca: {}; the previous report stays in place",
-                       files_.dir(), r.error().message);
+  const ScopeReport& node = tick.node();
+  if (auto r = files_.publish_bytes(node.scope, node.bytes); !r) {
+    node_failing_.fail(spdlog::level::err, "cannot publish {}/{}{}: {}; the previous report stays in place",
+                       files_.dir(), node.scope, orca::kReportSuffix, r.error().message);
     return r;
   }
   const bool replaced = files_.take_replaced();
-  if (!node_failing_.ok("publishing {}/node.orca again{}", files_.dir(),
+  if (!node_failing_.ok("publishing {}/{}{} again{}", files_.dir(), node.scope, orca::kReportSuffix,
                         replaced ? " (into a new directory, holding " + files_.lock_path() + ")" : "") &&
       replaced)
     spdlog::warn("{} was replaced while running (removed, or renamed away): publishing into the new one, holding {}",
                  files_.dir(), files_.lock_path());
 
-  // Each endpoint's failure never holds up the others.
+  // Each report's failure never holds up the others.
   std::string first_error;
   bool failing = false;
-  const std::size_t n = std::min(tick.endpoints.size(), endpoint_reports_.size());
-  const auto cpu = agent::node_cpu(tick.values);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& e = tick.endpoints[i];
-    agent::build_endpoint_report_into(*e.config, e.signals, tick.meta, endpoint_reports_[i], cpu);
-    if (auto r = files_.publish(endpoint_scopes_[i], endpoint_reports_[i]); !r) {
-      if (!failing) first_error = r.error().message;
+  for (std::size_t i = 1; i < tick.reports.size(); ++i) {
+    const ScopeReport& r = tick.reports[i];
+    if (auto written = files_.publish_bytes(r.scope, r.bytes); !written) {
+      if (!failing) first_error = written.error().message;
       failing = true;
     }
   }
   if (failing)
-    endpoints_failing_.fail(spdlog::level::err,
-                            "cannot publish endpoint reports into {}: {}; the previous reports stay in place",
-                            files_.dir(), first_error);
+    others_failing_.fail(spdlog::level::err,
+                         "cannot publish endpoint reports into {}: {}; the previous reports stay in place",
+                         files_.dir(), first_error);
   else
-    endpoints_failing_.ok("publishing endpoint reports again");
+    others_failing_.ok("publishing endpoint reports again");
   return {};
 }
 
-void OrcaReportsPublisher::take_over(const agent::Config& previous) {
-  for (const auto& old : previous.endpoints) {
-    if (std::find(endpoint_names_.begin(), endpoint_names_.end(), old.name) != endpoint_names_.end()) continue;
-    if (auto r = files_.remove(endpoint_scope(old.name)); !r)
-      spdlog::warn("endpoint {} removed from the configuration, but its report stays: {}", old.name,
-                   r.error().message);
+void OrcaReportsPublisher::take_over(const std::vector<std::string>& previous_scopes) {
+  for (const auto& old : previous_scopes) {
+    if (std::find(scopes_.begin(), scopes_.end(), old) != scopes_.end()) continue;
+    if (auto r = files_.remove(old); !r)
+      spdlog::warn("{} removed from the configuration, but its report stays: {}", old, r.error().message);
     else
-      spdlog::info("endpoint {} removed from the configuration; removed its report", old.name);
+      spdlog::info("{} removed from the configuration; removed its report", old);
   }
 }
 

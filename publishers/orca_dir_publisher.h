@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Publishes one report file per scope into the ORCA directory (default
-// /run/orca): OrcaDirPublisher writes the files, OrcaReportsPublisher makes
-// node.orca and endpoint.<name>.orca of each tick.
+// /run/orca): OrcaDirPublisher writes the files, OrcaReportsPublisher writes
+// each tick's reports (node.orca, endpoint.<name>.orca) as the pipeline
+// built them.
 #pragma once
 
 #include <sys/stat.h>
@@ -12,13 +13,13 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "publishers/failure_latch.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_writer.h"
 #include "headroom/orca/result.h"
+#include "publishers/failure_latch.h"
 #include "publishers/publisher.h"
 
 namespace headroom::publishers {
@@ -83,9 +84,11 @@ class OrcaDirPublisher {
     return open(dir, OrcaDirOptions{options, true});
   }
 
-  // Atomically replaces "<scope>.orca". Recreates the directory if it was
-  // removed while running, and takes the lock of a directory that replaced
-  // ours before writing into it. On failure the previous file is left as it was.
+  // Atomically replaces "<scope>.orca" with `bytes` (a serialized report).
+  // Recreates the directory if it was removed while running, and takes the
+  // lock of a directory that replaced ours before writing into it. On
+  // failure the previous file is left as it was.
+  Result<void> publish_bytes(std::string_view scope, std::string_view bytes);
   Result<void> publish(std::string_view scope, const orca::Report& report);
 
   // Removes "<scope>.orca" (a scope the configuration no longer has). A file
@@ -122,34 +125,38 @@ class OrcaDirPublisher {
   bool check_lock_ = false;  // look at the lock file before the next publish
 };
 
-// node.orca and one endpoint.<name>.orca per [[endpoint]], built from the
-// tick by agent/signals/report_builder. A failure is logged once per change, for
-// node.orca and for the endpoint reports as a whole; endpoint reports are
-// written only after node.orca was. The reports are kept and refilled every
-// tick.
+struct OrcaReportsOptions {
+  std::string dir;  // agent.orca_dir
+  OrcaDirOptions files;
+  // The scopes this configuration publishes: a reload's new publisher
+  // removes the reports of those only the previous one had.
+  std::vector<std::string> scopes;
+};
+
+// Every report of a tick as a file: node.orca first, then the others only
+// once it was written. A failure is logged once per change, for node.orca
+// and for the other reports as a whole.
 class OrcaReportsPublisher final : public Publisher {
  public:
-  static std::variant<Publishers, BuildError> build(const agent::Config& config);
+  static Result<Publishers> build(const OrcaReportsOptions& options);
 
   Result<void> publish(const Tick& tick) override;
   void stop(const Tick& final) override { (void)publish(final); }
-  // Removes the reports of endpoints the previous configuration had and this
-  // one has not: they would only go stale.
-  void take_over(const agent::Config& previous) override;
+  // Removes the reports the previous configuration had and this one has
+  // not: they would only go stale.
+  void take_over(const std::vector<std::string>& previous_scopes) override;
 
   std::string_view name() const override { return "orca_dir"; }
   const std::string& target() const override { return files_.dir(); }
   bool essential() const override { return true; }
 
  private:
-  OrcaReportsPublisher(OrcaDirPublisher files, const agent::Config& config);
+  OrcaReportsPublisher(OrcaDirPublisher files, std::vector<std::string> scopes)
+      : files_(std::move(files)), scopes_(std::move(scopes)) {}
 
   OrcaDirPublisher files_;
-  std::vector<std::string> endpoint_names_;
-  std::vector<std::string> endpoint_scopes_;  // "endpoint.<name>"
-  orca::Report node_report_;
-  std::vector<orca::Report> endpoint_reports_;
-  FailureLatch node_failing_, endpoints_failing_;
+  std::vector<std::string> scopes_;
+  FailureLatch node_failing_, others_failing_;
 };
 
 // mkdir -p with the given mode for each created component.

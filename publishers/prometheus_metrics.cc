@@ -4,8 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "agent/signals/report_builder.h"
-#include "probes/ebpf/endpoint_abi.h"
+#include "headroom/orca/names.h"
 
 namespace headroom::publishers::prom {
 
@@ -14,21 +13,6 @@ namespace {
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
-
-// le_bucket_of for every kernel bucket, computed once.
-const std::array<uint8_t, HR_HIST_BUCKETS>& le_table() {
-  static const auto table = [] {
-    std::array<uint8_t, HR_HIST_BUCKETS> t{};
-    for (uint32_t b = 0; b < HR_HIST_BUCKETS; ++b) {
-      const double mid = kernel_bucket_midpoint_seconds(b);
-      std::size_t i = 0;
-      while (i < kLatencyBucketsSeconds.size() && mid > kLatencyBucketsSeconds[i]) ++i;
-      t[b] = static_cast<uint8_t>(i);
-    }
-    return t;
-  }();
-  return table;
-}
 
 ClientMetric::Label label(std::string name, std::string value) { return {std::move(name), std::move(value)}; }
 
@@ -54,78 +38,84 @@ void counter(MetricFamily& f, std::vector<ClientMetric::Label> labels, double va
   f.metric.push_back(std::move(m));
 }
 
-double seconds(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e9; }
 
 }  // namespace
 
-double kernel_bucket_midpoint_seconds(uint32_t b) {
-  const double lo = static_cast<double>(hr_hist_lower_ns(b));
-  if (b + 1 >= HR_HIST_BUCKETS) return lo / 1e9;
-  const double hi = static_cast<double>(hr_hist_lower_ns(b + 1));
-  return (lo + hi) / 2 / 1e9;
+std::size_t le_bucket_of(double seconds) {
+  std::size_t i = 0;
+  while (i < kLatencyBucketsSeconds.size() && seconds > kLatencyBucketsSeconds[i]) ++i;
+  return i;
 }
 
-std::size_t le_bucket_of(uint32_t kernel_bucket) {
-  if (kernel_bucket >= HR_HIST_BUCKETS) return kLatencyBuckets - 1;
-  return le_table()[kernel_bucket];
-}
-
-void EndpointCounts::add(const agent::EndpointInterval& iv) {
-  requests += iv.completed;
-  errors += iv.errors;
-  aborted += iv.aborted;
-  over_target += iv.over_target;
-  over_max += iv.over_max;
-  for (const auto& [bucket, n] : iv.hist) {
-    latency[le_bucket_of(bucket)] += n;
-    latency_sum_seconds += n * kernel_bucket_midpoint_seconds(bucket);
+void EndpointTotals::add(const publishers::EndpointCounts& c) {
+  requests += c.completed;
+  errors += c.errors;
+  aborted += c.aborted;
+  over_target += c.over_target;
+  over_max += c.over_max;
+  for (const auto& [seconds, n] : c.latencies) {
+    latency[le_bucket_of(seconds)] += n;
+    latency_sum_seconds += static_cast<double>(n) * seconds;
   }
 }
 
-EndpointState& MetricsState::endpoint(std::size_t index, const agent::EndpointConfig& config) {
+EndpointState& MetricsState::endpoint(std::size_t index, const std::string& name) {
   // A reload may remove, add or reorder endpoints: their counts follow the name.
-  if (index < endpoints_.size() && endpoints_[index].name == config.name) return endpoints_[index];
-  auto it = std::find_if(endpoints_.begin(), endpoints_.end(), [&](const auto& e) { return e.name == config.name; });
+  if (index < endpoints_.size() && endpoints_[index].name == name) return endpoints_[index];
+  auto it = std::find_if(endpoints_.begin(), endpoints_.end(), [&](const auto& e) { return e.name == name; });
   EndpointState moved;
   if (it != endpoints_.end()) {
     moved = std::move(*it);
     endpoints_.erase(it);
   } else {
-    moved.name = config.name;
+    moved.name = name;
   }
   if (index > endpoints_.size()) index = endpoints_.size();
   return *endpoints_.insert(endpoints_.begin() + static_cast<std::ptrdiff_t>(index), std::move(moved));
 }
 
+namespace {
+
+double named(const orca::Report& r, std::string_view key) {
+  const auto& m = r.named_metrics();
+  auto it = m.find(std::string(key));
+  return it == m.end() ? 0.0 : it->second;
+}
+
+// An endpoint report's utilization entries in the order the exposition
+// lists them.
+constexpr std::string_view kEndpointSignals[] = {orca::kSignalSloTarget, orca::kSignalSloMax, orca::kSignalConcurrency};
+
+}  // namespace
+
 void MetricsState::update(const Tick& tick) {
   have_tick_ = true;
-  const agent::NodeValues& v = tick.values;
-  node_utilization_.resize(v.utilization.size());
-  for (std::size_t i = 0; i < v.utilization.size(); ++i) {
-    node_utilization_[i].first.assign(v.utilization[i].first);
-    node_utilization_[i].second = v.utilization[i].second;
-  }
-  node_application_ = v.application_utilization;
-  node_has_cpu_ = v.find(orca::kSignalCpu) != nullptr;
-  node_has_memory_ = v.find(orca::kSignalMemory) != nullptr;
-  node_cpu_ = v.cpu_utilization;
-  node_memory_ = v.mem_utilization;
+  const orca::Report& node = tick.node().report;
+  node_utilization_.clear();
+  for (const auto& [key, value] : node.utilization()) node_utilization_.emplace_back(key, value);
+  std::sort(node_utilization_.begin(), node_utilization_.end());
+  node_application_ = node.application_utilization();
+  node_has_cpu_ = node.utilization().contains(std::string(orca::kSignalCpu));
+  node_has_memory_ = node.utilization().contains(std::string(orca::kSignalMemory));
+  node_cpu_ = node.cpu_utilization();
+  node_memory_ = node.mem_utilization();
 
   for (std::size_t i = 0; i < tick.endpoints.size(); ++i) {
     const EndpointTick& t = tick.endpoints[i];
-    EndpointState& e = endpoint(i, *t.config);
-    e.target_seconds = seconds(t.config->target);
-    e.max_seconds = seconds(t.config->max);
-    if (t.interval != nullptr) e.counts.add(*t.interval);
-    e.measured = t.signals != nullptr;
+    EndpointState& e = endpoint(i, t.name);
+    e.target_seconds = t.target_seconds;
+    e.max_seconds = t.max_seconds;
+    if (t.counted) e.counts.add(t.counts);
+    e.measured = t.measured;
     e.utilization.clear();
-    if (t.signals == nullptr) continue;
-    std::array<agent::KeyedValue, 3> shares;
-    for (std::size_t k = 0, n = agent::endpoint_utilization(*t.signals, shares); k < n; ++k)
-      e.utilization.emplace_back(std::string(shares[k].key), shares[k].value);
-    e.application_utilization = agent::endpoint_application_utilization(*t.signals, agent::node_cpu(tick.values));
-    e.in_flight = t.signals->inflight_now;
-    e.pending = t.signals->pending;
+    if (!t.measured) continue;
+    const orca::Report& r = tick.report_of(t);
+    for (std::string_view key : kEndpointSignals)
+      if (auto it = r.utilization().find(std::string(key)); it != r.utilization().end())
+        e.utilization.emplace_back(std::string(key), it->second);
+    e.application_utilization = r.application_utilization();
+    e.in_flight = named(r, orca::kMetricInflight);
+    e.pending = named(r, orca::kMetricPending);
   }
   endpoints_.resize(tick.endpoints.size());
   health_ = tick.health;
@@ -134,10 +124,18 @@ void MetricsState::update(const Tick& tick) {
 
 std::vector<MetricFamily> MetricsState::families(const std::string& version) const {
   std::vector<MetricFamily> out;
+  families_of_utilization(out);
+  families_of_endpoints(out);
+  families_of_agent(out, version);
+  // A family with no series (no failure yet, no endpoint) is left out.
+  std::erase_if(out, [](const MetricFamily& f) { return f.metric.empty(); });
+  return out;
+}
+
+// The utilization, as the reports carry it.
+void MetricsState::families_of_utilization(std::vector<MetricFamily>& out) const {
   const auto node = [] { return label("scope", "node"); };
   const auto scope_endpoint = [] { return label("scope", "endpoint"); };
-
-  // -- utilization, as the reports carry it --
   auto util = family("headroom_utilization_ratio",
                      "Each entry of an ORCA report's utilization map, as published (0 to 1).", MetricType::Gauge);
   auto app = family("headroom_application_utilization_ratio",
@@ -162,8 +160,10 @@ std::vector<MetricFamily> MetricsState::families(const std::string& version) con
   auto mem = family("headroom_memory_utilization_ratio", "node.orca's mem_utilization.", MetricType::Gauge);
   if (have_tick_ && node_has_memory_) gauge(mem, {node()}, node_memory_);
   out.push_back(std::move(mem));
+}
 
-  // -- endpoints --
+// Each endpoint's counters since start and its last gauges.
+void MetricsState::families_of_endpoints(std::vector<MetricFamily>& out) const {
   auto requests = family("headroom_endpoint_requests_total",
                          "Requests answered (first byte of the response written), since headroomd started.",
                          MetricType::Counter);
@@ -185,7 +185,7 @@ std::vector<MetricFamily> MetricsState::families(const std::string& version) con
                     MetricType::Gauge);
   for (const auto& e : endpoints_) {
     const auto ep = [&] { return label("endpoint", e.name); };
-    const EndpointCounts& c = e.counts;
+    const EndpointTotals& c = e.counts;
     counter(requests, {ep()}, static_cast<double>(c.requests));
     counter(errors, {ep()}, static_cast<double>(c.errors));
     counter(aborted, {ep()}, static_cast<double>(c.aborted));
@@ -212,8 +212,10 @@ std::vector<MetricFamily> MetricsState::families(const std::string& version) con
   }
   for (auto* f : {&requests, &errors, &aborted, &over, &duration, &in_flight, &pending, &slo})
     out.push_back(std::move(*f));
+}
 
-  // -- the agent --
+// headroomd's own health.
+void MetricsState::families_of_agent(std::vector<MetricFamily>& out, const std::string& version) const {
   auto info = family("headroom_build_info", "headroomd's version; always 1.", MetricType::Gauge);
   gauge(info, {label("version", version)}, 1);
   out.push_back(std::move(info));
@@ -246,9 +248,6 @@ std::vector<MetricFamily> MetricsState::families(const std::string& version) con
                        "0 after a reload that was rejected, 1 otherwise.", MetricType::Gauge);
   gauge(reload, {}, health_.last_reload_ok ? 1 : 0);
   out.push_back(std::move(reload));
-  // A family with no series (no failure yet, no endpoint) is left out.
-  std::erase_if(out, [](const MetricFamily& f) { return f.metric.empty(); });
-  return out;
 }
 
 }  // namespace headroom::publishers::prom

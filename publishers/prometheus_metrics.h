@@ -25,27 +25,25 @@ inline constexpr std::array<double, 14> kLatencyBucketsSeconds = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 inline constexpr std::size_t kLatencyBuckets = kLatencyBucketsSeconds.size() + 1;  // with +Inf
 
-// Which `le` bucket a kernel histogram bucket (probes/ebpf/endpoint_abi.h)
-// counts under: the first upper bound at or above its midpoint; the last
-// index (+Inf) past 10 s.
-std::size_t le_bucket_of(uint32_t kernel_bucket);
-// The kernel bucket's midpoint in seconds, what `_sum` adds for each request
-// in it (its lower bound for the open top bucket).
-double kernel_bucket_midpoint_seconds(uint32_t kernel_bucket);
+// Which `le` bucket a latency counts under: the first upper bound at or
+// above it; the last index (+Inf) past 10 s. The tick gives each kernel
+// histogram bucket's requests at the bucket's midpoint (publishers/tick.h),
+// which is also what `_sum` adds for each of them.
+std::size_t le_bucket_of(double seconds);
 
 // One endpoint's counts since start.
-struct EndpointCounts {
+struct EndpointTotals {
   uint64_t requests = 0, errors = 0, aborted = 0, over_target = 0, over_max = 0;
   std::array<uint64_t, kLatencyBuckets> latency{};  // per bucket, not cumulative
   double latency_sum_seconds = 0;
 
-  void add(const agent::EndpointInterval& interval);
+  void add(const publishers::EndpointCounts& interval);
 };
 
 struct EndpointState {
   std::string name;
   double target_seconds = 0, max_seconds = 0;
-  EndpointCounts counts;
+  EndpointTotals counts;
   bool measured = false;  // the eBPF probe gave this tick's signals
   std::vector<std::pair<std::string, double>> utilization;
   double application_utilization = 0;
@@ -66,7 +64,10 @@ class MetricsState {
   const std::vector<EndpointState>& endpoints() const { return endpoints_; }
 
  private:
-  EndpointState& endpoint(std::size_t index, const agent::EndpointConfig& config);
+  EndpointState& endpoint(std::size_t index, const std::string& name);
+  void families_of_utilization(std::vector<prometheus::MetricFamily>& out) const;
+  void families_of_endpoints(std::vector<prometheus::MetricFamily>& out) const;
+  void families_of_agent(std::vector<prometheus::MetricFamily>& out, const std::string& version) const;
 
   bool have_tick_ = false;
   std::vector<std::pair<std::string, double>> node_utilization_;

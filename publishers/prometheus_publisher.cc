@@ -113,18 +113,6 @@ void on_server_error(void* /*cls*/, const char* fmt, va_list ap) {
 // ---------------------------------------------------------------------------
 // MetricsHub
 
-std::shared_ptr<MetricsHub> MetricsHub::shared() {
-  static std::mutex mutex;
-  static std::weak_ptr<MetricsHub> current;
-  std::lock_guard lock(mutex);
-  auto hub = current.lock();
-  if (!hub) {
-    hub = std::make_shared<MetricsHub>();
-    current = hub;
-  }
-  return hub;
-}
-
 void MetricsHub::update(const Tick& tick) {
   std::lock_guard lock(mutex_);
   if (have_seq_ && tick.meta.seq == last_seq_) return;
@@ -194,16 +182,16 @@ MetricsListener::~MetricsListener() {
 PrometheusListener::PrometheusListener(std::shared_ptr<MetricsHub> hub, std::shared_ptr<MetricsListener> listener)
     : hub_(std::move(hub)), listener_(std::move(listener)), address_(listener_->address()) {}
 
-std::variant<Publishers, BuildError> PrometheusListener::build(const agent::Config& config) {
-  const auto& c = config.prometheus;
+Result<Publishers> PrometheusListener::build(const PrometheusConfig& c) {
   Publishers out;
   if (c.listen.empty() && c.textfile.empty()) return out;
   auto hub = MetricsHub::shared();
   if (!c.listen.empty()) {
     auto listener = hub->listener(c.listen);
     if (!listener)
-      return BuildError{false, "prometheus.listen: " + listener.error().message +
-                                   "; choose a free port, or an address of this machine"};
+      return Error{listener.error().code != 0 ? listener.error().code : EADDRNOTAVAIL,
+                   "prometheus.listen: " + listener.error().message +
+                       "; choose a free port, or an address of this machine"};
     out.push_back(std::unique_ptr<Publisher>(new PrometheusListener(hub, std::move(listener.value()))));
   }
   if (!c.textfile.empty())
@@ -230,32 +218,20 @@ PrometheusTextfile::PrometheusTextfile(std::shared_ptr<MetricsHub> hub, std::str
       every_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(every).count()) {
   const std::filesystem::path p(file_);
   dir_ = p.parent_path().string();
-  temp_ = (p.parent_path() / ("." + p.filename().string() + "." + std::to_string(::getpid()) + ".tmp")).string();
+  name_ = p.filename().string();
 }
 
 Result<void> PrometheusTextfile::write() {
-  const std::string text = hub_->text();
-  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return system_error(errno, "cannot write " + temp_);
-  std::size_t done = 0;
-  int err = 0;
-  // node_exporter runs as its own user: the file must be readable whatever the umask.
-  if (::fchmod(fd, 0644) != 0) err = errno;
-  while (err == 0 && done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      err = errno;
-    } else {
-      done += static_cast<std::size_t>(n);
-    }
+  // The directory may appear later (node_exporter installed after us): the
+  // writer is opened on the first write that finds it.
+  if (!writer_) {
+    // node_exporter runs as its own user: the file must be readable whatever the umask.
+    auto opened = orca::ReportFileWriter::open(dir_, orca::WriterOptions{0644, false});
+    if (!opened) return Error{opened.error().code, "cannot write " + file_ + ": " + opened.error().message};
+    writer_.emplace(std::move(opened.value()));
   }
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && ::rename(temp_.c_str(), file_.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(temp_.c_str());
-    return system_error(err, "cannot write " + file_);
-  }
+  if (auto r = writer_->write_bytes(name_, hub_->text()); !r)
+    return Error{r.error().code, "cannot write " + file_ + ": " + r.error().message};
   return {};
 }
 

@@ -13,14 +13,17 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
-#include "publishers/failure_latch.h"
+#include "headroom/orca/report_writer.h"
 #include "headroom/orca/result.h"
+#include "publishers/failure_latch.h"
+#include "publishers/process_shared.h"
 #include "publishers/prometheus_metrics.h"
+#include "publishers/prometheus_config.h"
 #include "publishers/publisher.h"
 
 struct MHD_Daemon;
@@ -50,8 +53,8 @@ class MetricsListener {
 
 class MetricsHub {
  public:
-  // The process's hub, made when none is alive.
-  static std::shared_ptr<MetricsHub> shared();
+  // The process's hub, made when none is alive (process_shared.h).
+  static std::shared_ptr<MetricsHub> shared() { return process_shared<MetricsHub>(); }
 
   // Takes a tick once: the second publisher to pass the same tick (same
   // sequence number) changes nothing.
@@ -87,7 +90,7 @@ class MetricsHub {
 class PrometheusListener final : public Publisher {
  public:
   // Both of [prometheus]'s publishers, as the configuration asks.
-  static std::variant<Publishers, BuildError> build(const agent::Config& config);
+  static Result<Publishers> build(const PrometheusConfig& config);
 
   Result<void> publish(const Tick& tick) override;
   void stop(const Tick& final) override { (void)publish(final); }
@@ -123,7 +126,8 @@ class PrometheusTextfile final : public Publisher {
   Result<void> write();
 
   std::shared_ptr<MetricsHub> hub_;
-  std::string file_, dir_, temp_;
+  std::string file_, dir_, name_;
+  std::optional<orca::ReportFileWriter> writer_;  // on dir_, once it exists
   int64_t every_ms_;
   int64_t last_write_ms_ = 0;
   bool written_ = false;

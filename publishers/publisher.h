@@ -1,58 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
-// Where a tick's signals go. Each publisher takes the typed figures of one
-// sampling step (Tick) and writes them its own way: node.orca and the
-// endpoint reports, an Envoy bridge file, ... The pipeline publishes every
-// tick through all of them, in the order of the registry (registry.h).
+// Where a tick's reports go. Each publisher takes what one sampling step
+// produced (publishers/tick.h: every scope's report, built and serialized
+// once) and writes it its own way: the report files, an Envoy bridge file,
+// Prometheus, the out-of-band stream. The pipeline (agent/daemon/) publishes
+// every tick through all of them, in the order of its publisher table.
+// Nothing here knows the configuration file: each publisher is built from
+// its own options, which the daemon's table derives from the Config.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <variant>
 #include <vector>
 
-#include "agent/config/config.h"
-#include "agent/signals/endpoint_signals.h"
-#include "agent/signals/report_builder.h"
-#include "agent/signals/signals.h"
 #include "headroom/orca/result.h"
+#include "publishers/tick.h"
 
 namespace headroom::publishers {
-
-struct EndpointTick {
-  const agent::EndpointConfig* config = nullptr;
-  const agent::EndpointSignals* signals = nullptr;  // null: latency signals unavailable
-  // What the kernel counted since the previous tick (for counters kept since
-  // start); null when nothing was measured this tick (no probe, a baseline).
-  const agent::EndpointInterval* interval = nullptr;
-};
-
-// The agent's own state, kept by the pipeline across reloads: what the
-// Prometheus publisher reports about headroomd itself. Publishers run in
-// table order and this is updated after each one, so a publisher sees the
-// results of those before it on the same tick.
-struct AgentHealth {
-  uint64_t config_generation = 1;  // +1 for each configuration a reload put in force
-  bool last_reload_ok = true;      // false after a rejected or failed reload, until the next good one
-  uint64_t ticks = 0;              // ticks whose essential publishers succeeded
-  int64_t last_publish_ms = 0;     // Unix ms of the last such tick; 0: none yet
-  bool ebpf_running = false;       // the eBPF endpoint probe is attached and its maps were read this tick
-  // Failed publishes since start, by publisher name: every publisher the
-  // agent has run, 0 until it fails.
-  std::vector<std::pair<std::string, uint64_t>> publish_failures;
-};
-
-// One sampling step's results, computed once and read by every publisher.
-struct Tick {
-  agent::ReportMeta meta;  // timestamp, seq, interval; stopped on the final tick
-  // Available node signals by key (smoothed; "endpoint.<name>" with
-  // node.include_endpoints) and the raw figures.
-  agent::NodeSample node;
-  agent::NodeValues values;  // what node.orca carries: utilization, composite, cpu, mem
-  std::vector<EndpointTick> endpoints;  // in configuration order
-  AgentHealth health;
-};
 
 class Publisher {
  public:
@@ -66,10 +30,10 @@ class Publisher {
   // neutral value, whatever leaves readers right once nobody updates it.
   virtual void stop(const Tick& final) = 0;
 
-  // A reload built this publisher to replace the running ones: it cleans up
-  // what only the previous configuration had (e.g. reports of endpoints that
-  // are gone).
-  virtual void take_over(const agent::Config& previous) { (void)previous; }
+  // A reload built this publisher to replace the running ones, which
+  // published `previous_scopes`: it cleans up what only they had (e.g. the
+  // reports of endpoints that are gone).
+  virtual void take_over(const std::vector<std::string>& previous_scopes) { (void)previous_scopes; }
   // A reload no longer configures what this publisher writes (no publisher of
   // the new configuration has its target): leave it in a state nobody needs
   // to update.
@@ -77,7 +41,7 @@ class Publisher {
   // Logs where it publishes, once the configuration it belongs to is in force.
   virtual void announce() const {}
 
-  virtual std::string_view name() const = 0;  // the registry's name: "orca_dir", "envoy"
+  virtual std::string_view name() const = 0;  // the table's name: "orca_dir", "envoy"
   // What it writes (a directory, a file): a reload keeps a target and
   // retires the others.
   virtual const std::string& target() const = 0;
@@ -85,12 +49,9 @@ class Publisher {
   virtual bool essential() const { return false; }
 };
 
-// Why a publisher could not be built: the configuration is wrong (exit 78),
-// or the place it writes to is unusable (exit 73).
-struct BuildError {
-  bool configuration = false;
-  std::string message;
-};
+// A publisher that cannot be built says why in an Error: with an errno
+// (`code`) when the place it writes to is unusable (headroomd exits 73),
+// without one when the configuration is wrong (exit 78).
 using Publishers = std::vector<std::unique_ptr<Publisher>>;
 
 }  // namespace headroom::publishers

@@ -104,6 +104,138 @@ std::variant<Config, ConfigError> load_effective_config(const DaemonOptions& opt
   return loaded;
 }
 
+namespace {
+
+// --once: a baseline, one interval, one publish.
+int run_once(Agent& agent, std::chrono::nanoseconds interval) {
+  agent.tick(TickTime::now());  // baseline
+  const auto ns = interval.count();
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  while (::clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR) {
+  }
+  return agent.tick(TickTime::now()) ? 0 : kExitIoErr;
+}
+
+// The loop's state: the agent, its descriptors, what systemd was told.
+class Loop {
+ public:
+  Loop(const DaemonOptions& options, Agent& agent) : options_(options), agent_(agent) {}
+  ~Loop() {
+    if (tfd_ >= 0) ::close(tfd_);
+    if (sfd_ >= 0) ::close(sfd_);
+  }
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+
+  // SIGTERM, SIGINT and SIGHUP through a signalfd, the interval through a
+  // timerfd. False (logged) when the kernel refuses either.
+  bool open() {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) {
+      spdlog::critical("sigprocmask: {}", std::strerror(errno));
+      return false;
+    }
+    sfd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    tfd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (sfd_ < 0 || tfd_ < 0 || !arm_timer(tfd_, agent_.config().interval)) {
+      spdlog::critical("cannot set up the sampling timer or signals: {}", std::strerror(errno));
+      return false;
+    }
+    return true;
+  }
+
+  // Until a stop signal: the exit code.
+  int run() {
+    agent_.tick(TickTime::now());  // baseline for the rates
+    pollfd fds[2] = {{tfd_, POLLIN, 0}, {sfd_, POLLIN, 0}};
+    watchdog_.start(monotonic_ns());
+    for (;;) {
+      const int n = ::poll(fds, 2, watchdog_.timeout_ms(monotonic_ns()));
+      if (n < 0 && errno != EINTR) {
+        spdlog::critical("poll: {}", std::strerror(errno));
+        return kExitOsErr;
+      }
+      watchdog_.ping_if_due(monotonic_ns());
+      if (n <= 0) continue;
+      if (fds[0].revents & POLLIN) on_timer();
+      if (fds[1].revents & POLLIN) {
+        signalfd_siginfo si{};
+        while (::read(sfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+          if (si.ssi_signo == SIGHUP) {
+            reload();
+            continue;
+          }
+          spdlog::info("{}: publishing a final report and stopping", strsignal(static_cast<int>(si.ssi_signo)));
+          notify("STOPPING=1");
+          agent_.stop(TickTime::now());
+          return 0;
+        }
+      }
+    }
+  }
+
+ private:
+  void on_timer() {
+    uint64_t expirations = 0;
+    // However many intervals passed (a stopped process, a slow tick), one
+    // tick: no burst of catch-up reports.
+    if (::read(tfd_, &expirations, sizeof expirations) <= 0) return;
+    const bool published = agent_.tick(TickTime::now());
+    if (published && !ready_) {
+      ready_ = true;
+      status_sent_ = status_line(agent_);
+      notify("READY=1\n" + status_sent_);
+    } else if (std::string s = status_line(agent_); s != status_sent_) {
+      // A publisher that starts or stops failing, a probe whose reads
+      // fail: said in STATUS= when it changes (not every tick).
+      status_sent_ = std::move(s);
+      notify(status_sent_);
+    }
+    watchdog_.ping(monotonic_ns());
+  }
+
+  // SIGHUP. Nothing changes until the whole new pipeline is built: the log
+  // level, the timer and the running pipeline stay as they are when the
+  // reload is rejected (an invalid file) or fails (a valid file that cannot
+  // be put in place: an address taken, a probe that cannot attach).
+  void reload() {
+    notify("RELOADING=1");
+    spdlog::info("SIGHUP: reloading {}", options_.config_path);
+    auto next = load_effective_config(options_);
+    if (auto* e = std::get_if<ConfigError>(&next)) {
+      spdlog::error("reload rejected, the running configuration stays in force: {}", e->to_string());
+      agent_.reload_failed("rejected: " + e->to_string());
+    } else if (auto rebuilt = build_reload(std::get<Config>(std::move(next)), agent_); !rebuilt) {
+      spdlog::error("reload failed, the running configuration stays in force: {}", rebuilt.error().message);
+      agent_.reload_failed(rebuilt.error().message);
+    } else {
+      Pipeline& p = rebuilt.value();
+      announce(p);
+      const bool interval_changed = p.config.interval != agent_.config().interval;
+      set_log_level(p.config.log_level);
+      agent_.replace(std::move(p), TickTime::now());
+      if (interval_changed) arm_timer(tfd_, agent_.config().interval);
+      spdlog::info("configuration reloaded");
+    }
+    status_sent_ = status_line(agent_);
+    notify("READY=1\n" + status_sent_);
+    watchdog_.ping_if_due(monotonic_ns());
+  }
+
+  const DaemonOptions& options_;
+  Agent& agent_;
+  int sfd_ = -1, tfd_ = -1;
+  Watchdog watchdog_;
+  bool ready_ = false;
+  std::string status_sent_;  // STATUS= is sent again only when it changes
+};
+
+}  // namespace
+
 int run_daemon(const DaemonOptions& options) {
   auto loaded = load_effective_config(options);
   if (auto* e = std::get_if<ConfigError>(&loaded)) return log_config_error(*e);
@@ -113,118 +245,20 @@ int run_daemon(const DaemonOptions& options) {
     spdlog::info("no configuration file at {}; running with the defaults", options.config_path);
 
   auto built = build_pipeline(config);
-  if (auto* e = std::get_if<BuildError>(&built)) {
-    spdlog::error("{}", e->message);
-    return e->exit_code;
+  if (!built) {
+    spdlog::error("{}", built.error().message);
+    return exit_status(built.error());
   }
-  announce(std::get<Pipeline>(built));
-  Agent agent(std::get<Pipeline>(std::move(built)));
+  announce(built.value());
+  Agent agent(std::move(built.value()));
+  if (options.once) return run_once(agent, config.interval);
 
-  if (options.once) {
-    agent.tick();  // baseline
-    const auto ns = config.interval.count();
-    timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-    while (::clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR) {
-    }
-    return agent.tick() ? 0 : kExitIoErr;
-  }
-
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGHUP);
-  if (::sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) {
-    spdlog::critical("sigprocmask: {}", std::strerror(errno));
-    return kExitOsErr;
-  }
-  const int sfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  const int tfd = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-  if (sfd < 0 || tfd < 0 || !arm_timer(tfd, config.interval)) {
-    spdlog::critical("cannot set up the sampling timer or signals: {}", std::strerror(errno));
-    return kExitOsErr;
-  }
-
-  Watchdog watchdog;
+  Loop loop(options, agent);
+  if (!loop.open()) return kExitOsErr;
   spdlog::info("headroomd started: {} every {}, orca directory {}",
                config.cgroup.empty() ? std::string("host") : "cgroup " + config.cgroup,
                format_duration(config.interval), config.orca_dir);
-  agent.tick();  // baseline for the rates
-  bool ready = false;
-  std::string status_sent;  // STATUS= is sent again only when it changes
-  pollfd fds[2] = {{tfd, POLLIN, 0}, {sfd, POLLIN, 0}};
-  watchdog.start(monotonic_ns());
-  for (;;) {
-    const int n = ::poll(fds, 2, watchdog.timeout_ms(monotonic_ns()));
-    if (n < 0 && errno != EINTR) {
-      spdlog::critical("poll: {}", std::strerror(errno));
-      return kExitOsErr;
-    }
-    watchdog.ping_if_due(monotonic_ns());
-    if (n <= 0) continue;
-    if (fds[0].revents & POLLIN) {
-      uint64_t expirations = 0;
-      // However many intervals passed (a stopped process, a slow tick), one
-      // tick: no burst of catch-up reports.
-      if (::read(tfd, &expirations, sizeof expirations) > 0) {
-        const bool published = agent.tick();
-        if (published && !ready) {
-          ready = true;
-          status_sent = status_line(agent);
-          notify("READY=1\n" + status_sent);
-        } else if (std::string s = status_line(agent); s != status_sent) {
-          // A publisher that starts or stops failing, a probe whose reads
-          // fail: said in STATUS= when it changes (not every tick).
-          status_sent = std::move(s);
-          notify(status_sent);
-        }
-        watchdog.ping(monotonic_ns());
-      }
-    }
-    if (fds[1].revents & POLLIN) {
-      signalfd_siginfo si{};
-      while (::read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-        if (si.ssi_signo == SIGHUP) {
-          notify("RELOADING=1");
-          spdlog::info("SIGHUP: reloading {}", options.config_path);
-          // Nothing changes until the whole new pipeline is built: the log
-          // level, the timer and the running pipeline stay as they are when
-          // the reload is rejected (an invalid file) or fails (a valid file
-          // that cannot be put in place: an address taken, a probe that
-          // cannot attach).
-          auto next = load_effective_config(options);
-          if (auto* e = std::get_if<ConfigError>(&next)) {
-            spdlog::error("reload rejected, the running configuration stays in force: {}", e->to_string());
-            agent.reload_failed("rejected: " + e->to_string());
-          } else {
-            auto rebuilt = build_reload(std::get<Config>(std::move(next)), agent);
-            if (auto* be = std::get_if<BuildError>(&rebuilt)) {
-              spdlog::error("reload failed, the running configuration stays in force: {}", be->message);
-              agent.reload_failed(be->message);
-            } else {
-              auto& p = std::get<Pipeline>(rebuilt);
-              announce(p);
-              const bool interval_changed = p.config.interval != agent.config().interval;
-              set_log_level(p.config.log_level);
-              agent.replace(std::move(p));
-              if (interval_changed) arm_timer(tfd, agent.config().interval);
-              spdlog::info("configuration reloaded");
-            }
-          }
-          status_sent = status_line(agent);
-          notify("READY=1\n" + status_sent);
-          watchdog.ping_if_due(monotonic_ns());
-        } else {
-          spdlog::info("{}: publishing a final report and stopping", strsignal(static_cast<int>(si.ssi_signo)));
-          notify("STOPPING=1");
-          agent.stop();
-          ::close(tfd);
-          ::close(sfd);
-          return 0;
-        }
-      }
-    }
-  }
+  return loop.run();
 }
 
 }  // namespace headroom::agent

@@ -2,29 +2,42 @@
 #include "agent/daemon/pipeline.h"
 
 #include <spdlog/spdlog.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <iterator>
 #include <utility>
 
-#include "agent/signals/report_builder.h"
-#include "publishers/failure_latch.h"
-#include "headroom/orca/report_reader.h"  // unix_now_ms
 #include "agent/daemon/publisher_registry.h"
+#include "agent/signals/endpoint_scopes.h"
+#include "headroom/orca/names.h"
+#include "publishers/failure_latch.h"  // utc_time
 
 namespace headroom::agent {
 namespace {
 
 int64_t to_ms(std::chrono::nanoseconds d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
+std::vector<std::string> endpoint_scopes(const Config& c) {
+  std::vector<std::string> out;
+  for (const auto& e : c.endpoints) out.push_back(orca::endpoint_scope(e.name));
+  return out;
+}
+
+constexpr SamplerRow kSamplerRows[] = {
+    {"endpoints", "[[endpoint]]: requests in flight and latency SLO misses per port (and path), eBPF", "endpoint",
+     &EndpointScopes::build, &EndpointScopes::same, &endpoint_scopes},
+};
+
 }  // namespace
 
-bool same_endpoint_probe(const Config& running, const Config& next) {
-  return running.endpoints == next.endpoints && running.ebpf == next.ebpf && running.interval == next.interval &&
-         running.smoothing == next.smoothing && running.proc_root == next.proc_root &&
-         running.sys_root == next.sys_root;
+std::span<const SamplerRow> sampler_rows() { return kSamplerRows; }
+
+std::vector<std::string> report_scopes(const Config& config) {
+  std::vector<std::string> out{std::string(orca::kNodeScope)};
+  for (const auto& row : kSamplerRows)
+    for (auto& s : row.scopes(config)) out.push_back(std::move(s));
+  return out;
 }
 
 bool same_node_sampler(const Config& running, const Config& next) {
@@ -32,87 +45,70 @@ bool same_node_sampler(const Config& running, const Config& next) {
          running.cgroup_version == next.cgroup_version && running.signals == next.signals;
 }
 
-std::variant<Pipeline, BuildError> build_pipeline(Config config, const Config* running) {
+int exit_status(const Error& e) { return e.code != 0 ? kExitCantCreat : kExitConfig; }
+
+Result<Pipeline> build_pipeline(Config config, const Config* running) {
   Pipeline p;
-  auto sampler = NodeSampler::create(config);
-  if (!sampler) return BuildError{kExitConfig, "node.cgroup: " + sampler.error().message};
-  p.sampler = std::move(sampler.value());
-  if (running == nullptr || !same_endpoint_probe(*running, config)) p.endpoints = std::make_unique<EndpointSampler>(config);
+  auto node = NodeSampler::create(config);
+  if (!node) return Error{0, "node.cgroup: " + node.error().message};  // the configuration names it: exit 78
+  p.node = std::move(node.value());
+  for (const auto& row : kSamplerRows) {
+    const bool keep = running != nullptr && row.same(*running, config);
+    p.keep.push_back(keep);
+    p.samplers.push_back(keep ? nullptr : row.build(config));
+  }
   p.smoother = Smoother(ewma_alpha(config.interval.count(), config.smoothing.count()));
-  auto built = publishers::build_publishers(config);
-  if (auto* e = std::get_if<publishers::BuildError>(&built))
-    return BuildError{e->configuration ? kExitConfig : kExitCantCreat, std::move(e->message)};
-  p.publishers = std::get<publishers::Publishers>(std::move(built));
+  auto built = build_publishers(config, report_scopes(config));
+  if (!built) return std::move(built).error();
+  p.publishers = std::move(built.value());
   p.config = std::move(config);
   return p;
 }
 
-ProbeState probe_state(const EndpointSampler& e) {
-  if (e.endpoints().empty()) return ProbeState::none;
-  if (e.running()) return ProbeState::attached;
-  return e.failed() ? ProbeState::failed : ProbeState::off;
-}
-
-bool reload_may_replace_probe(ProbeState running, ProbeState next) {
-  return !(next == ProbeState::failed && running == ProbeState::attached);
-}
-
-std::variant<Pipeline, BuildError> build_reload(Config config, const Agent& running) {
+Result<Pipeline> build_reload(Config config, const Agent& running) {
   auto built = build_pipeline(std::move(config), &running.config());
-  auto* p = std::get_if<Pipeline>(&built);
-  if (p == nullptr || p->endpoints == nullptr) return built;  // an error, or the running probe kept
-  if (!reload_may_replace_probe(probe_state(running.endpoints()), probe_state(*p->endpoints)))
-    return BuildError{kExitConfig, "the new endpoints' eBPF probe cannot be attached (" + p->endpoints->unavailable() +
-                                       "); the running probe stays attached and its endpoint signals go on. Fix "
-                                       "the cause and reload again, or set agent.ebpf = \"off\" to do without"};
+  if (!built) return built;
+  for (std::size_t i = 0; i < std::size(kSamplerRows); ++i) {
+    const ScopeSampler* next = built->samplers[i].get();
+    if (next == nullptr) continue;  // kept, or nothing configured
+    const ScopeSampler* now = running.sampler(i);
+    const ProbeState running_state = now != nullptr ? now->state() : ProbeState::none;
+    if (!reload_may_replace_probe(running_state, next->state()))
+      return Error{0, "the new " + std::string(kSamplerRows[i].report_noun) + "s' eBPF probe cannot be attached (" +
+                          next->unavailable() + "); the running probe stays attached and its " +
+                          std::string(kSamplerRows[i].report_noun) +
+                          " signals go on. Fix the cause and reload again, or set agent.ebpf = \"off\" to do without"};
+  }
   return built;
 }
 
 void announce(const Pipeline& p) {
-  if (p.endpoints) p.endpoints->announce();
+  for (const auto& s : p.samplers)
+    if (s) s->announce();
   for (const auto& pub : p.publishers) pub->announce();
 }
 
-void Agent::drop_endpoint_signals() {
-  auto& signals = tick_.node.signals;
-  for (auto it = signals.begin(); it != signals.end();)
-    it = it->first.starts_with(orca::kEndpointSignalPrefix) ? signals.erase(it) : std::next(it);
-  endpoint_keys_.clear();
+Agent::Agent(Pipeline p) : p_(std::move(p)), scopes_(report_scopes(p_.config)) { count_publishers(); }
+
+void Agent::sample(int64_t now_ns) {
+  p_.node->sample(now_ns, node_);
+  smooth(p_.smoother, node_);
+  for (auto& s : p_.samplers)
+    if (s) s->sample(now_ns);
+  if (std::exchange(drop_endpoint_signals_, false))
+    std::erase_if(node_.signals, [](const auto& kv) { return kv.first.starts_with(orca::kEndpointSignalPrefix); });
+  if (p_.config.include_endpoints)
+    for (const auto& s : p_.samplers)
+      if (s) s->add_node_signals(node_);
 }
 
-void Agent::add_endpoint_signals() {
-  auto& signals = tick_.node.signals;
-  const auto& endpoints = p_.endpoints->endpoints();
-  if (endpoint_keys_.size() != endpoints.size()) {
-    endpoint_keys_.clear();
-    for (const auto& e : endpoints) endpoint_keys_.push_back(std::string(orca::kEndpointSignalPrefix) + e.config.name);
-  }
-  for (std::size_t i = 0; i < endpoints.size(); ++i) {
-    std::optional<double> v;
-    if (p_.endpoints->running() && endpoints[i].signals) v = endpoint_composite(*endpoints[i].signals);
-    auto it = signals.find(endpoint_keys_[i]);
-    if (!v) {
-      if (it != signals.end()) signals.erase(it);
-    } else if (it != signals.end()) {
-      it->second = *v;
-    } else {
-      signals.emplace(endpoint_keys_[i], *v);
-    }
-  }
-}
-
-bool Agent::tick() {
-  const int64_t now = monotonic_ns();
-  p_.sampler->sample(now, tick_.node);
-  smooth(p_.smoother, tick_.node);
-  p_.endpoints->sample(now);
-  if (std::exchange(drop_endpoint_signals_, false)) drop_endpoint_signals();
-  if (p_.config.include_endpoints) add_endpoint_signals();
+bool Agent::tick(const TickTime& now) {
+  sample(now.monotonic_ns);
   if (!have_baseline_) {
     have_baseline_ = true;
     return false;
   }
-  prepare(/*stopped=*/false);
+  prepare(now, /*stopped=*/false);
   // Essential publishers come first in the table; once they have run, the
   // tick counts as published for those after them (health.ticks).
   bool ok = true, counted = false;
@@ -123,13 +119,34 @@ bool Agent::tick() {
     }
     const auto r = pub->publish(tick_);
     note_result(*pub, r);
-    if (!r) {
-      note_failure(pub->name());
-      if (pub->essential()) ok = false;
-    }
+    if (!r && pub->essential()) ok = false;
   }
   if (!counted && ok) note_published();
   return ok;
+}
+
+void Agent::prepare(const TickTime& now, bool stopped) {
+  tick_.meta = ReportMeta{now.unix_ms, ++seq_, to_ms(p_.config.interval), stopped};
+  node_values(node_, p_.config, values_);
+  tick_.reports.resize(scopes_.size());
+  for (std::size_t i = 0; i < scopes_.size(); ++i)
+    if (tick_.reports[i].scope != scopes_[i]) tick_.reports[i].scope = scopes_[i];
+  build_node_report_into(values_, node_, tick_.meta, tick_.reports[0].report);
+  const NodeFigures figures{node_cpu(values_)};
+  std::size_t next = 1;
+  tick_.endpoints.clear();
+  bool measuring = false;
+  for (const auto& s : p_.samplers) {
+    if (!s) continue;
+    const std::size_t n = s->scopes().size();
+    s->report(figures, tick_.meta, std::span(tick_.reports).subspan(next, n), tick_);
+    next += n;
+    measuring = measuring || s->measuring();
+  }
+  for (auto& r : tick_.reports) r.report.SerializeToString(&r.bytes);
+  // Attached and read this tick: while its reads fail the endpoint signals
+  // are unavailable, which is what the gauge is for.
+  tick_.health.ebpf_running = measuring;
 }
 
 void Agent::note_published() {
@@ -146,13 +163,12 @@ uint64_t& failures_of(std::vector<std::pair<std::string, uint64_t>>& failures, s
 }
 }  // namespace
 
-void Agent::note_failure(std::string_view publisher) { ++failures_of(tick_.health.publish_failures, publisher); }
-
 void Agent::count_publishers() {
   for (const auto& pub : p_.publishers) (void)failures_of(tick_.health.publish_failures, pub->name());
 }
 
 void Agent::note_result(const publishers::Publisher& pub, const Result<void>& r) {
+  if (!r) ++failures_of(tick_.health.publish_failures, pub.name());
   auto it = std::find_if(failing_.begin(), failing_.end(),
                          [&](const Failing& f) { return f.name == pub.name() && f.target == pub.target(); });
   if (r) {
@@ -162,42 +178,26 @@ void Agent::note_result(const publishers::Publisher& pub, const Result<void>& r)
   }
 }
 
-void Agent::reload_rejected() { tick_.health.last_reload_ok = false; }
-
-void Agent::reload_failed(std::string reason) {
+void Agent::reload_failed(std::string reason, int64_t unix_ms) {
   tick_.health.last_reload_ok = false;
   reload_error_ = std::move(reason);
-  reload_error_ms_ = orca::unix_now_ms();
+  reload_error_ms_ = unix_ms;
 }
 
-void Agent::prepare(bool stopped) {
-  tick_.meta = ReportMeta{orca::unix_now_ms(), ++seq_, to_ms(p_.config.interval), stopped};
-  node_values(tick_.node, p_.config, tick_.values);
-  tick_.endpoints.clear();
-  for (const auto& e : p_.endpoints->endpoints()) {
-    const bool available = p_.endpoints->running() && e.signals;
-    tick_.endpoints.push_back(
-        {&e.config, available ? &*e.signals : nullptr, available && e.counted && !stopped ? e.window.newest() : nullptr});
-  }
-  // Attached and read this tick: while its reads fail the endpoint signals
-  // are unavailable, which is what the gauge is for.
-  tick_.health.ebpf_running = p_.endpoints->running() && !p_.endpoints->read_failing();
-}
-
-void Agent::stop() {
+void Agent::stop(const TickTime& now) {
   // No new sample: the final report repeats the last one, marked stopped.
-  prepare(/*stopped=*/true);
+  prepare(now, /*stopped=*/true);
   for (auto& pub : p_.publishers) pub->stop(tick_);
 }
 
-void Agent::replace(Pipeline next) {
+void Agent::replace(Pipeline next, const TickTime& now) {
   for (auto& old : p_.publishers) {
     const bool kept = std::any_of(next.publishers.begin(), next.publishers.end(), [&](const auto& n) {
       return n->name() == old->name() && n->target() == old->target();
     });
     if (!kept) old->retire();
   }
-  for (auto& pub : next.publishers) pub->take_over(p_.config);
+  for (auto& pub : next.publishers) pub->take_over(scopes_);
   // The node's readings: the running sampler goes on when the new one would
   // read the same files, so the next tick's rates span a whole interval (a
   // fresh baseline taken just before a tick would leave cpu out of that
@@ -205,20 +205,21 @@ void Agent::replace(Pipeline next) {
   // next tick the last sample stands (a stop right now reports it); that
   // tick drops the old endpoints' signals.
   if (same_node_sampler(p_.config, next.config))
-    next.sampler = std::move(p_.sampler);
+    next.node = std::move(p_.node);
   else
-    next.sampler->sample(monotonic_ns());
-  if (next.endpoints) {
-    next.endpoints->sample(monotonic_ns());
-  } else {
-    // The same endpoints: the running probe goes on, with its windows.
-    next.endpoints = std::move(p_.endpoints);
+    next.node->sample(now.monotonic_ns);
+  for (std::size_t i = 0; i < next.samplers.size(); ++i) {
+    if (next.keep[i])
+      next.samplers[i] = std::move(p_.samplers[i]);  // the running probe goes on, with its windows
+    else if (next.samplers[i])
+      next.samplers[i]->sample(now.monotonic_ns);
   }
   drop_endpoint_signals_ = true;  // re-added on the next tick if node.include_endpoints says so
   const bool same_smoothing =
       next.config.interval == p_.config.interval && next.config.smoothing == p_.config.smoothing;
   if (same_smoothing) next.smoother = std::move(p_.smoother);
   p_ = std::move(next);
+  scopes_ = report_scopes(p_.config);
   count_publishers();
   ++tick_.health.config_generation;
   tick_.health.last_reload_ok = true;
@@ -233,8 +234,10 @@ void Agent::replace(Pipeline next) {
 std::string status_line(const Agent& a) {
   const auto& c = a.config();
   std::string s = "STATUS=publishing node.orca";
-  if (!c.endpoints.empty())
-    s += " and " + std::to_string(c.endpoints.size()) + " endpoint report(s) (" + a.endpoints().status() + ")";
+  for (std::size_t i = 0; i < std::size(kSamplerRows); ++i)
+    if (const ScopeSampler* sampler = a.sampler(i); sampler != nullptr && !sampler->scopes().empty())
+      s += " and " + std::to_string(sampler->scopes().size()) + " " + std::string(kSamplerRows[i].report_noun) +
+           " report(s) (" + sampler->status() + ")";
   s += " to " + c.orca_dir + " every " + format_duration(c.interval) +
        (c.cgroup.empty() ? std::string(" (host)") : " (cgroup " + c.cgroup + ")");
   for (const auto& f : a.failing())

@@ -1,28 +1,35 @@
 // SPDX-License-Identifier: Apache-2.0
-// Every kind of publisher in one table. Adding one: its class in its own file
-// (a Publisher with a static build(const agent::Config&)), its row here, and
-// its configuration keys in agent/config.*.
+// Every kind of publisher in one table, and how each is built from the
+// configuration. Adding one: its class in publishers/ (a Publisher built
+// from options of its own, never from agent::Config), its row here, and its
+// configuration keys (agent/config/config_keys.cc).
 #pragma once
 
 #include <span>
+#include <string>
 #include <string_view>
-#include <variant>
+#include <vector>
 
+#include "agent/config/config.h"
+#include "headroom/orca/result.h"
 #include "publishers/publisher.h"
 
-namespace headroom::publishers {
+namespace headroom::agent {
 
 struct PublisherKind {
   std::string_view name;
   std::string_view description;
-  // The publishers the configuration asks for (none is fine).
-  std::variant<Publishers, BuildError> (*build)(const agent::Config& config);
+  // The publishers the configuration asks for (none is fine). `scopes`: the
+  // reports this configuration publishes (report_scopes in pipeline.h).
+  Result<publishers::Publishers> (*build)(const Config& config, const std::vector<std::string>& scopes);
 };
 
 std::span<const PublisherKind> publisher_kinds();
 
 // Every kind's publishers, in table order: the order in which they publish
-// each tick. The first failure is the answer; nothing built is kept.
-std::variant<Publishers, BuildError> build_publishers(const agent::Config& config);
+// each tick. The first failure is the answer; nothing built is kept. An
+// error with an errno (`code`) is about a place that cannot be used (exit
+// 73), one without about the configuration (exit 78).
+Result<publishers::Publishers> build_publishers(const Config& config, const std::vector<std::string>& scopes);
 
-}  // namespace headroom::publishers
+}  // namespace headroom::agent

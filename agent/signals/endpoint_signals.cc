@@ -32,6 +32,12 @@ EndpointInterval interval_between(const probes::EndpointTotals& prev, int64_t pr
   return iv;
 }
 
+double histogram_bucket_midpoint_ns(uint32_t bucket) {
+  const double lo = static_cast<double>(hr_hist_lower_ns(bucket));
+  const double hi = bucket + 1 < HR_HIST_BUCKETS ? static_cast<double>(hr_hist_lower_ns(bucket + 1)) : lo;
+  return (lo + hi) / 2;
+}
+
 std::optional<double> histogram_quantile_ns(const std::vector<uint64_t>& counts, double q) {
   uint64_t total = 0;
   for (auto c : counts) total += c;
@@ -44,10 +50,7 @@ std::optional<double> histogram_quantile_ns(const std::vector<uint64_t>& counts,
   for (std::size_t b = 0; b < counts.size(); ++b) {
     seen += counts[b];
     if (seen >= rank) {
-      const auto bucket = static_cast<uint32_t>(b);
-      const double lo = static_cast<double>(hr_hist_lower_ns(bucket));
-      const double hi = b + 1 < HR_HIST_BUCKETS ? static_cast<double>(hr_hist_lower_ns(bucket + 1)) : lo;
-      return (lo + hi) / 2;
+      return histogram_bucket_midpoint_ns(static_cast<uint32_t>(b));
     }
   }
   return std::nullopt;

@@ -36,6 +36,10 @@ struct EndpointInterval {
 EndpointInterval interval_between(const probes::EndpointTotals& prev, int64_t prev_ns,
                                   const probes::EndpointTotals& cur, int64_t cur_ns);
 
+// The latency that stands for a kernel histogram bucket's requests: its
+// midpoint (the open top bucket: its lower bound).
+double histogram_bucket_midpoint_ns(uint32_t bucket);
+
 // The latency below which `q` of the counted requests fall, from counts indexed
 // by histogram bucket: the midpoint of the bucket that holds the nearest-rank
 // sample (the top bucket: its lower bound). nullopt without counts.

@@ -101,16 +101,6 @@ void node_values(const NodeSample& sample, const Config& config, NodeValues& out
     out.mem_utilization = clamp01(mem->second);
 }
 
-NodeValues node_values_of(const orca::Report& r) {
-  NodeValues v;
-  for (const auto& [key, value] : r.utilization()) v.utilization.emplace_back(key, value);
-  std::sort(v.utilization.begin(), v.utilization.end());
-  v.application_utilization = r.application_utilization();
-  v.cpu_utilization = r.cpu_utilization();
-  v.mem_utilization = r.mem_utilization();
-  return v;
-}
-
 void build_node_report_into(const NodeValues& values, const NodeSample& sample, const ReportMeta& meta,
                             orca::Report& r) {
   refill_utilization(*r.mutable_utilization(), values);

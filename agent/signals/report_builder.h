@@ -17,15 +17,11 @@
 #include "agent/signals/normalize.h"
 #include "agent/signals/signals.h"
 #include "headroom/orca/report.h"
+#include "publishers/tick.h"
 
 namespace headroom::agent {
 
-struct ReportMeta {
-  int64_t timestamp_ms = 0;
-  uint64_t seq = 0;
-  int64_t interval_ms = 0;
-  bool stopped = false;
-};
+using publishers::ReportMeta;
 
 // Replaces each signal by its smoothed value; signals that are absent forget
 // their history so a probe that comes back starts fresh.
@@ -54,10 +50,6 @@ struct NodeValues {
 // "endpoint.<name>" signals to the sample, and they join the composite like
 // the node's own. `out` is refilled (its vector keeps its capacity).
 void node_values(const NodeSample& sample, const Config& config, NodeValues& out);
-
-// The values a node.orca read back from its file carries, field by field
-// (keys view the report's).
-NodeValues node_values_of(const orca::Report& report);
 
 // node.orca: the values, and named_metrics = metadata + the sample's raw figures.
 void build_node_report_into(const NodeValues& values, const NodeSample& sample, const ReportMeta& meta,

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <string>
 
-#include "agent/daemon/pipeline.h"
+#include "agent/signals/endpoint_scopes.h"
 
 namespace headroom::agent {
 namespace {

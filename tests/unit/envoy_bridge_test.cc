@@ -272,7 +272,7 @@ TEST(EnvoyBridgeFile, EveryUpdateIsARenameOntoTheName) {
   ino_t previous_inode = 0;
   for (int i = 0; i < 25; ++i) {
     const double app = i * 0.07;  // crosses 1.0 on the way
-    ASSERT_TRUE(bridge.publish(agent::node_values_of(make_report(app, 0.1, 0.2, {{"cpu", 0.1}}))));
+    ASSERT_TRUE(bridge.publish(make_report(app, 0.1, 0.2, {{"cpu", 0.1}})));
     const auto events = watch.drain();
     EXPECT_EQ(count(events, IN_MOVED_TO, "node.pressure"), 1) << "update " << i;
     // Never written in place: Envoy would not notice, and a reader could see a torn value.
@@ -296,14 +296,14 @@ TEST(EnvoyBridgeFile, NeutralIsWrittenOnStop) {
   const std::string file = tmp / "node.pressure";
   EnvoyBridge bridge = must_open({file, *parse_envoy_value("utilization.cpu"), 0.05, false});
   DirWatch watch(tmp.path());
-  ASSERT_TRUE(bridge.publish(agent::node_values_of(make_report(0.9, 0.9, 0.1, {{"cpu", 0.93}}))));
+  ASSERT_TRUE(bridge.publish(make_report(0.9, 0.9, 0.1, {{"cpu", 0.93}})));
   EXPECT_EQ(testing::read_file(file), "0.93\n");
   ASSERT_TRUE(bridge.publish_neutral());
   EXPECT_EQ(testing::read_file(file), "0.05\n");
   EXPECT_EQ(envoy_parse(testing::read_file(file)), 0.05);
   EXPECT_EQ(count(watch.drain(), IN_MOVED_TO, "node.pressure"), 2);
   // An absent value is the neutral one too.
-  ASSERT_TRUE(bridge.publish(agent::node_values_of(make_report(0.9, 0.9, 0.1, {{"memory", 0.1}}))));
+  ASSERT_TRUE(bridge.publish(make_report(0.9, 0.9, 0.1, {{"memory", 0.1}})));
   EXPECT_EQ(testing::read_file(file), "0.05\n");
 }
 

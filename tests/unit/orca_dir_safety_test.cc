@@ -20,6 +20,7 @@
 #include "agent/config/config.h"
 #include "headroom/orca/report.h"
 #include "publishers/orca_dir_publisher.h"
+#include "agent/daemon/pipeline.h"
 #include "agent/daemon/publisher_registry.h"
 #include "temp_dir.h"
 
@@ -27,6 +28,9 @@ namespace headroom::publishers {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The publishers a configuration asks for, as the daemon's table builds them.
+Result<Publishers> build_publishers(const agent::Config& c) { return agent::build_publishers(c, agent::report_scopes(c)); }
 using testing::TempDir;
 
 orca::Report sample_report(uint64_t seq) {
@@ -119,9 +123,9 @@ TEST(OrcaDirLock, AnotherProcessHoldingItIsABuildErrorNamingTheDirectoryTheFileA
   agent::Config config;
   config.orca_dir = dir;
   auto built = build_publishers(config);
-  auto* e = std::get_if<BuildError>(&built);
-  ASSERT_NE(e, nullptr) << "a second agent on the same directory must be refused";
-  EXPECT_FALSE(e->configuration) << "a place error: exit 73, not 78";
+  ASSERT_FALSE(built) << "a second agent on the same directory must be refused";
+  const Error* e = &built.error();
+  EXPECT_EQ(agent::exit_status(*e), agent::kExitCantCreat) << "a place error: exit 73, not 78";
   EXPECT_NE(e->message.find("agent.orca_dir: " + dir + " is in use by another headroomd"), std::string::npos)
       << e->message;
   EXPECT_NE(e->message.find(dir + "/.headroomd.lock"), std::string::npos) << e->message;
@@ -133,13 +137,13 @@ TEST(OrcaDirLock, AReloadOfTheSameDirectorySharesTheRunningOnesLock) {
   agent::Config config;
   config.orca_dir = tmp / "orca";
   auto running = build_publishers(config);
-  ASSERT_TRUE(std::holds_alternative<Publishers>(running));
+  ASSERT_TRUE(running);
   // The new pipeline is built while the running one still holds the lock.
   auto next = build_publishers(config);
-  ASSERT_TRUE(std::holds_alternative<Publishers>(next)) << std::get<BuildError>(next).message;
-  std::get<Publishers>(running).clear();  // Agent::replace drops the old pipeline
+  ASSERT_TRUE(next) << next.error().message;
+  running.value().clear();  // Agent::replace drops the old pipeline
   EXPECT_FALSE(lock_is_free(config.orca_dir)) << "the lock must outlive the old pipeline while the new one runs";
-  std::get<Publishers>(next).clear();
+  next.value().clear();
   EXPECT_TRUE(lock_is_free(config.orca_dir));
 }
 
@@ -241,9 +245,9 @@ TEST(OrcaDirSafety, AWorldWritableDirectoryIsRefusedWithWhatToDoOrAcceptedWhenTo
   agent::Config config;
   config.orca_dir = dir;
   auto built = build_publishers(config);
-  auto* e = std::get_if<BuildError>(&built);
-  ASSERT_NE(e, nullptr);
-  EXPECT_FALSE(e->configuration);
+  ASSERT_FALSE(built);
+  const Error* e = &built.error();
+  EXPECT_EQ(agent::exit_status(*e), agent::kExitCantCreat);
   for (const std::string& want : std::vector<std::string>{"agent.orca_dir: " + dir, "writable by every user (mode 0777)",
                                                           "chmod 0755 " + dir, "agent.unsafe_orca_dir = \"warn\""})
     EXPECT_NE(e->message.find(want), std::string::npos) << "missing \"" << want << "\" in: " << e->message;
@@ -251,12 +255,12 @@ TEST(OrcaDirSafety, AWorldWritableDirectoryIsRefusedWithWhatToDoOrAcceptedWhenTo
 
   config.unsafe_orca_dir = agent::UnsafeDirAction::warn;
   auto warned = build_publishers(config);
-  ASSERT_TRUE(std::holds_alternative<Publishers>(warned));
+  ASSERT_TRUE(warned);
 
   ASSERT_EQ(::chmod(dir.c_str(), 01777), 0);  // sticky and ours: accepted as it is
   config.unsafe_orca_dir = agent::UnsafeDirAction::refuse;
-  std::get<Publishers>(warned).clear();
-  EXPECT_TRUE(std::holds_alternative<Publishers>(build_publishers(config)));
+  warned.value().clear();
+  EXPECT_TRUE(build_publishers(config));
 }
 
 TEST(OrcaDirSafety, TheKeyTakesRefuseOrWarn) {

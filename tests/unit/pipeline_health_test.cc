@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/signals/endpoint_scopes.h"
 #include "temp_dir.h"
 
 namespace headroom::agent {
@@ -52,12 +53,18 @@ class PipelineHealthTest : public ::testing::Test {
 
   Agent make() {
     auto built = build_pipeline(config_);
-    if (auto* e = std::get_if<BuildError>(&built)) throw std::runtime_error(e->message);
-    return Agent(std::get<Pipeline>(std::move(built)));
+    if (!built) throw std::runtime_error(built.error().message);
+    return Agent(std::move(built.value()));
+  }
+  // The clocks each tick is given: 100 ms apart.
+  TickTime next() {
+    now_.monotonic_ns += 100'000'000;
+    now_.unix_ms += 100;
+    return now_;
   }
   // ...each look at the figures writes them with the agent's final tick.
   std::string figures(Agent& agent) {
-    agent.stop();
+    agent.stop(next());
     std::ifstream in(dir_ / "prom/headroom.prom");
     std::stringstream s;
     s << in.rdbuf();
@@ -66,22 +73,24 @@ class PipelineHealthTest : public ::testing::Test {
 
   testing::TempDir dir_;
   Config config_;
+  TickTime now_{1'000'000'000, 1'700'000'000'000};
   std::shared_ptr<spdlog::logger> previous_;
 };
 
+// The endpoints' sampler of a running agent (row 0 of the sampler table).
+const EndpointSampler& endpoints_of(const Agent& agent) {
+  return dynamic_cast<const EndpointScopes&>(*agent.sampler(0)).sampler();
+}
+
 TEST_F(PipelineHealthTest, TicksAndTheLastPublishAreCounted) {
   Agent agent = make();
-  EXPECT_FALSE(agent.tick());  // the baseline publishes nothing
-  EXPECT_TRUE(agent.tick());
-  EXPECT_TRUE(agent.tick());
+  EXPECT_FALSE(agent.tick(next()));  // the baseline publishes nothing
+  EXPECT_TRUE(agent.tick(next()));
+  EXPECT_TRUE(agent.tick(next()));
   const std::string text = figures(agent);
   EXPECT_EQ(sample(text, "headroom_ticks_total"), 2);
-  const double last = sample(text, "headroom_last_publish_timestamp_seconds");
-  const double now = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                             std::chrono::system_clock::now().time_since_epoch())
-                                             .count()) /
-                     1e3;
-  EXPECT_NEAR(last, now, 5.0);
+  // The third tick's clock (the stop's report does not count as published).
+  EXPECT_DOUBLE_EQ(sample(text, "headroom_last_publish_timestamp_seconds"), 1'700'000'000.3);
   EXPECT_EQ(sample(text, "headroom_config_generation"), 1);
   EXPECT_EQ(sample(text, "headroom_config_last_reload_successful"), 1);
   EXPECT_EQ(sample(text, "headroom_ebpf_available"), 0);  // no endpoints
@@ -93,14 +102,14 @@ TEST_F(PipelineHealthTest, TicksAndTheLastPublishAreCounted) {
 
 TEST_F(PipelineHealthTest, AFailingPublisherIsCountedByNameAndTheTickStillCounts) {
   Agent agent = make();
-  agent.tick();
-  agent.tick();
+  agent.tick(next());
+  agent.tick(next());
   // The bridge's directory becomes a file: every write of the bridge fails.
   fs::remove_all(dir_ / "envoy");
   std::ofstream(dir_ / "envoy") << "not a directory";
-  agent.tick();
-  agent.tick();
-  agent.tick();
+  agent.tick(next());
+  agent.tick(next());
+  agent.tick(next());
   const std::string text = figures(agent);
   EXPECT_EQ(sample(text, "headroom_publish_failures_total{publisher=\"envoy\"}"), 3);
   EXPECT_EQ(sample(text, "headroom_ticks_total"), 4) << "node.orca was written on every tick";
@@ -108,12 +117,12 @@ TEST_F(PipelineHealthTest, AFailingPublisherIsCountedByNameAndTheTickStillCounts
 
 TEST_F(PipelineHealthTest, NodeOrcaFailingStopsTheTickCount) {
   Agent agent = make();
-  agent.tick();
-  agent.tick();
+  agent.tick(next());
+  agent.tick(next());
   fs::remove_all(dir_ / "orca");
   std::ofstream(dir_ / "orca") << "not a directory";
-  EXPECT_FALSE(agent.tick());
-  EXPECT_FALSE(agent.tick());
+  EXPECT_FALSE(agent.tick(next()));
+  EXPECT_FALSE(agent.tick(next()));
   const std::string text = figures(agent);
   EXPECT_EQ(sample(text, "headroom_ticks_total"), 1);
   EXPECT_EQ(sample(text, "headroom_publish_failures_total{publisher=\"orca_dir\"}"), 2);
@@ -121,17 +130,17 @@ TEST_F(PipelineHealthTest, NodeOrcaFailingStopsTheTickCount) {
 
 TEST_F(PipelineHealthTest, ReloadsCountGenerationsAndARejectedOneIsShown) {
   Agent agent = make();
-  agent.tick();
-  agent.tick();
-  agent.reload_rejected();
-  agent.tick();
+  agent.tick(next());
+  agent.tick(next());
+  agent.reload_failed("rejected: a test");
+  agent.tick(next());
   std::string text = figures(agent);
   EXPECT_EQ(sample(text, "headroom_config_last_reload_successful"), 0);
   EXPECT_EQ(sample(text, "headroom_config_generation"), 1);
-  auto next = build_pipeline(config_);
-  ASSERT_TRUE(std::holds_alternative<Pipeline>(next));
-  agent.replace(std::get<Pipeline>(std::move(next)));
-  agent.tick();
+  auto rebuilt = build_pipeline(config_);
+  ASSERT_TRUE(rebuilt);
+  agent.replace(std::move(rebuilt.value()), next());
+  agent.tick(next());
   text = figures(agent);
   EXPECT_EQ(sample(text, "headroom_config_last_reload_successful"), 1);
   EXPECT_EQ(sample(text, "headroom_config_generation"), 2);
@@ -141,43 +150,43 @@ TEST_F(PipelineHealthTest, ReloadsCountGenerationsAndARejectedOneIsShown) {
 
 TEST_F(PipelineHealthTest, AFailedReloadIsInTheStatusAndTheHealthUntilOneSucceeds) {
   Agent agent = make();
-  agent.tick();
-  agent.tick();
+  agent.tick(next());
+  agent.tick(next());
   EXPECT_EQ(status_line(agent).find("reload"), std::string::npos) << status_line(agent);
   agent.reload_failed("the new endpoints' eBPF probe cannot be attached (no BTF)");
-  agent.tick();
+  agent.tick(next());
   EXPECT_THAT(status_line(agent), ::testing::HasSubstr("; last reload failed at "));
   EXPECT_THAT(status_line(agent), ::testing::HasSubstr("Z: the new endpoints' eBPF probe cannot be attached (no BTF)"));
   EXPECT_EQ(sample(figures(agent), "headroom_config_last_reload_successful"), 0);
-  auto next = build_pipeline(config_);
-  ASSERT_TRUE(std::holds_alternative<Pipeline>(next));
-  agent.replace(std::get<Pipeline>(std::move(next)));
-  agent.tick();
+  auto rebuilt = build_pipeline(config_);
+  ASSERT_TRUE(rebuilt);
+  agent.replace(std::move(rebuilt.value()), next());
+  agent.tick(next());
   EXPECT_EQ(status_line(agent).find("reload"), std::string::npos) << status_line(agent);
   EXPECT_EQ(sample(figures(agent), "headroom_config_last_reload_successful"), 1);
 }
 
 TEST_F(PipelineHealthTest, AFailingPublisherIsInTheStatusFromItsFirstErrorUntilItRecovers) {
   Agent agent = make();
-  agent.tick();
-  agent.tick();
+  agent.tick(next());
+  agent.tick(next());
   const std::string healthy = status_line(agent);
   EXPECT_EQ(healthy.find("failing"), std::string::npos) << healthy;
   fs::remove_all(dir_ / "envoy");
   std::ofstream(dir_ / "envoy") << "not a directory";
-  agent.tick();
+  agent.tick(next());
   const std::string failing = status_line(agent);
   EXPECT_THAT(failing, ::testing::HasSubstr("; envoy " + (dir_ / "envoy/node.pressure") + " failing since "));
   EXPECT_EQ(failing.find('\n'), std::string::npos) << "one line";
   ASSERT_EQ(agent.failing().size(), 1u);
   // The same failure on later ticks leaves the line as it was: the daemon
   // sends STATUS= only when it changes.
-  agent.tick();
-  agent.tick();
+  agent.tick(next());
+  agent.tick(next());
   EXPECT_EQ(status_line(agent), failing);
   fs::remove(dir_ / "envoy");
   fs::create_directory(dir_ / "envoy");
-  agent.tick();
+  agent.tick(next());
   EXPECT_EQ(status_line(agent), healthy);
   EXPECT_TRUE(agent.failing().empty());
 }
@@ -186,14 +195,14 @@ TEST_F(PipelineHealthTest, AReloadWhoseProbeFailsIsAppliedWhenTheRunningOneFaile
   // No BTF under the fixture's sys_root: every probe fails to load here.
   config_.endpoints = {EndpointConfig{"web", 8080, "", 10ms, 100ms, 0}};
   Agent agent = make();
-  agent.tick();
-  ASSERT_EQ(probe_state(agent.endpoints()), ProbeState::failed);
+  agent.tick(next());
+  ASSERT_EQ(agent.sampler(0)->state(), ProbeState::failed);
   Config changed = config_;
   changed.endpoints[0].target = 20ms;
   auto rebuilt = build_reload(changed, agent);
-  ASSERT_TRUE(std::holds_alternative<Pipeline>(rebuilt)) << std::get<BuildError>(rebuilt).message;
-  agent.replace(std::get<Pipeline>(std::move(rebuilt)));
-  EXPECT_EQ(agent.endpoints().endpoints().at(0).config.target, 20ms) << "the rest of the file took effect";
+  ASSERT_TRUE(rebuilt) << rebuilt.error().message;
+  agent.replace(std::move(rebuilt.value()), next());
+  EXPECT_EQ(endpoints_of(agent).endpoints().at(0).config.target, 20ms) << "the rest of the file took effect";
 }
 
 EndpointConfig web_endpoint() {
@@ -241,7 +250,7 @@ TEST(SameEndpointProbe, OnlyWhatTheProbeIsBuiltFromCounts) {
   for (const auto& k : cases) {
     Config next = base;
     k.apply(next);
-    EXPECT_EQ(same_endpoint_probe(base, next), k.same) << k.change;
+    EXPECT_EQ(EndpointScopes::same(base, next), k.same) << k.change;
   }
 }
 
@@ -276,28 +285,29 @@ TEST_F(PipelineHealthTest, AReloadWithTheSameEndpointsKeepsTheSamplerAndAChanged
   config_.endpoints = {web_endpoint()};
   config_.ebpf = EbpfMode::off;  // no probe to load here; the sampler is what is kept or not
   Agent agent = make();
-  agent.tick();
-  const EndpointSampler* running = &agent.endpoints();
+  agent.tick(next());
+  const EndpointSampler* running = &endpoints_of(agent);
 
   Config same = config_;
   same.log_level = LogLevel::debug;
   auto kept = build_pipeline(same, &agent.config());
-  ASSERT_TRUE(std::holds_alternative<Pipeline>(kept));
-  EXPECT_EQ(std::get<Pipeline>(kept).endpoints, nullptr) << "the running sampler is taken over, not rebuilt";
-  agent.replace(std::get<Pipeline>(std::move(kept)));
-  EXPECT_EQ(&agent.endpoints(), running);
+  ASSERT_TRUE(kept);
+  EXPECT_TRUE(kept->keep.at(0));
+  EXPECT_EQ(kept->samplers.at(0), nullptr) << "the running sampler is taken over, not rebuilt";
+  agent.replace(std::move(kept.value()), next());
+  EXPECT_EQ(&endpoints_of(agent), running);
   EXPECT_EQ(agent.config().log_level, LogLevel::debug);
-  agent.tick();
+  agent.tick(next());
 
   Config changed = config_;
   changed.endpoints[0].target = 20ms;
   auto rebuilt = build_pipeline(changed, &agent.config());
-  ASSERT_TRUE(std::holds_alternative<Pipeline>(rebuilt));
-  ASSERT_NE(std::get<Pipeline>(rebuilt).endpoints, nullptr);
-  agent.replace(std::get<Pipeline>(std::move(rebuilt)));
-  EXPECT_NE(&agent.endpoints(), running);
-  EXPECT_EQ(agent.endpoints().endpoints().at(0).config.target, 20ms);
-  agent.tick();
+  ASSERT_TRUE(rebuilt);
+  ASSERT_NE(rebuilt->samplers.at(0), nullptr);
+  agent.replace(std::move(rebuilt.value()), next());
+  EXPECT_NE(&endpoints_of(agent), running);
+  EXPECT_EQ(endpoints_of(agent).endpoints().at(0).config.target, 20ms);
+  agent.tick(next());
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 
 #include "agent/signals/report_builder.h"
 #include "probes/ebpf/endpoint_abi.h"
+#include "tick_builder.h"
 
 namespace headroom::publishers::prom {
 namespace {
@@ -27,6 +28,8 @@ using prometheus::MetricFamily;
 using ::testing::HasSubstr;
 
 uint32_t bucket_of_seconds(double s) { return hr_hist_bucket(static_cast<uint64_t>(s * 1e9)); }
+// What a tick carries for a kernel bucket's requests (agent/signals/endpoint_scopes.cc).
+double midpoint_seconds(uint32_t b) { return agent::histogram_bucket_midpoint_ns(b) / 1e9; }
 
 // -- the latency buckets -----------------------------------------------------
 
@@ -39,7 +42,8 @@ class LatencyBuckets : public ::testing::TestWithParam<LeCase> {};
 
 TEST_P(LatencyBuckets, KernelBucketCountsUnderTheFirstBoundAtOrAboveItsMidpoint) {
   const LeCase& c = GetParam();
-  EXPECT_EQ(le_bucket_of(bucket_of_seconds(c.latency_seconds)), c.le_index) << c.latency_seconds << " s";
+  EXPECT_EQ(le_bucket_of(midpoint_seconds(bucket_of_seconds(c.latency_seconds))), c.le_index)
+      << c.latency_seconds << " s";
 }
 
 const LeCase kLeCases[] = {
@@ -52,11 +56,11 @@ INSTANTIATE_TEST_SUITE_P(Table, LatencyBuckets, ::testing::ValuesIn(kLeCases));
 TEST(LatencyBuckets, EveryKernelBucketIsCountedOnceInOrder) {
   std::size_t prev = 0;
   for (uint32_t b = 0; b < HR_HIST_BUCKETS; ++b) {
-    const std::size_t i = le_bucket_of(b);
+    const std::size_t i = le_bucket_of(midpoint_seconds(b));
     ASSERT_LT(i, kLatencyBuckets);
     EXPECT_GE(i, prev) << "kernel bucket " << b;  // monotone: no bucket counted below a smaller one
     prev = i;
-    const double mid = kernel_bucket_midpoint_seconds(b);
+    const double mid = midpoint_seconds(b);
     if (i < kLatencyBucketsSeconds.size()) {
       EXPECT_LE(mid, kLatencyBucketsSeconds[i]) << b;
     }
@@ -64,38 +68,37 @@ TEST(LatencyBuckets, EveryKernelBucketIsCountedOnceInOrder) {
       EXPECT_GT(mid, kLatencyBucketsSeconds[i - 1]) << b;
     }
   }
-  EXPECT_EQ(le_bucket_of(HR_HIST_BUCKETS), kLatencyBuckets - 1);  // out of range: +Inf, never past the array
+  EXPECT_EQ(le_bucket_of(1e9), kLatencyBuckets - 1);  // past 10 s: +Inf, never past the array
 }
 
 TEST(LatencyBuckets, MidpointIsWithinTheKernelBucket) {
   for (uint32_t b = 0; b + 1 < HR_HIST_BUCKETS; ++b) {
     const double lo = static_cast<double>(hr_hist_lower_ns(b)) / 1e9;
     const double hi = static_cast<double>(hr_hist_lower_ns(b + 1)) / 1e9;
-    EXPECT_GE(kernel_bucket_midpoint_seconds(b), lo);
-    EXPECT_LT(kernel_bucket_midpoint_seconds(b), hi);
+    EXPECT_GE(midpoint_seconds(b), lo);
+    EXPECT_LT(midpoint_seconds(b), hi);
     // The documented bound on _sum's error: half a bucket, at most 1/32 of its value.
     if (b >= HR_HIST_SUB) {
-      EXPECT_LE((hi - lo) / 2, kernel_bucket_midpoint_seconds(b) / 31.0) << b;
+      EXPECT_LE((hi - lo) / 2, midpoint_seconds(b) / 31.0) << b;
     }
   }
 }
 
 // -- counters ----------------------------------------------------------------
 
-agent::EndpointInterval interval(uint64_t completed, std::vector<std::pair<double, uint32_t>> latencies) {
-  agent::EndpointInterval iv;
-  iv.seconds = 0.1;
+publishers::EndpointCounts interval(uint64_t completed, std::vector<std::pair<double, uint32_t>> latencies) {
+  publishers::EndpointCounts iv;
   iv.completed = completed;
   iv.errors = 1;
   iv.aborted = 2;
   iv.over_target = 3;
   iv.over_max = 1;
-  for (const auto& [s, n] : latencies) iv.hist.emplace_back(bucket_of_seconds(s), n);
+  for (const auto& [s, n] : latencies) iv.latencies.emplace_back(midpoint_seconds(bucket_of_seconds(s)), n);
   return iv;
 }
 
-TEST(EndpointCounts, AddSumsEveryCounterAndTheHistogram) {
-  EndpointCounts c;
+TEST(EndpointTotals, AddSumsEveryCounterAndTheHistogram) {
+  EndpointTotals c;
   c.add(interval(10, {{0.002, 7}, {0.3, 3}}));
   c.add(interval(5, {{0.002, 5}}));
   EXPECT_EQ(c.requests, 15u);
@@ -144,14 +147,13 @@ class MetricsStateTest : public ::testing::Test {
   void SetUp() override {
     config_.endpoints = {endpoint("api", 10ms), endpoint("web", 50ms)};
     tick_.meta = {1'700'000'000'000, 1, 100, false};
-    tick_.node.signals = {{"cpu", 1.4}, {"cpu.pressure", 0.25}, {"memory", 0.5}};
-    agent::node_values(tick_.node, config_, tick_.values);
+    node_.signals = {{"cpu", 1.4}, {"cpu.pressure", 0.25}, {"memory", 0.5}};
     api_.share_over_target = 0.3;
     api_.share_over_max = 0.05;
     api_.inflight_now = 4;
     api_.pending = 2;
     api_interval_ = interval(10, {{0.002, 7}, {0.3, 3}});
-    tick_.endpoints = {{&config_.endpoints[0], &api_, &api_interval_}, {&config_.endpoints[1], nullptr, nullptr}};
+    testing::fill_tick(tick_, node_, config_, {{&config_.endpoints[0], &api_, api_interval_}, {&config_.endpoints[1]}});
     tick_.health.ticks = 41;
     tick_.health.last_publish_ms = 1'700'000'000'000;
     tick_.health.ebpf_running = true;
@@ -159,9 +161,10 @@ class MetricsStateTest : public ::testing::Test {
   }
 
   agent::Config config_;
+  agent::NodeSample node_;
   Tick tick_;
   agent::EndpointSignals api_;
-  agent::EndpointInterval api_interval_;
+  publishers::EndpointCounts api_interval_;
   MetricsState state_;
 };
 
@@ -174,10 +177,10 @@ TEST_F(MetricsStateTest, GaugesAreTheReportsValues) {
   EXPECT_EQ(s.at("headroom_utilization_ratio").at("scope=node,signal=memory"), 0.5);
   EXPECT_EQ(s.at("headroom_cpu_utilization_ratio").at("scope=node"), 1.4);
   EXPECT_EQ(s.at("headroom_memory_utilization_ratio").at("scope=node"), 0.5);
-  EXPECT_EQ(s.at("headroom_application_utilization_ratio").at("scope=node"), tick_.values.application_utilization);
-  // endpoint.api.orca: what build_endpoint_report puts in its utilization map.
-  const orca::Report api_report = agent::build_endpoint_report(config_.endpoints[0], &api_, tick_.meta,
-                                                                agent::node_cpu(tick_.values));  // as orca_dir does
+  EXPECT_EQ(s.at("headroom_application_utilization_ratio").at("scope=node"),
+            tick_.node().report.application_utilization());
+  // endpoint.api.orca: what its report carries in its utilization map.
+  const orca::Report& api_report = tick_.report_of(tick_.endpoints[0]);
   std::size_t api_series = 0;
   for (const auto& [key, value] : api_report.utilization()) {
     EXPECT_EQ(s.at("headroom_utilization_ratio").at("endpoint=api,scope=endpoint,signal=" + key), value) << key;
@@ -221,7 +224,7 @@ TEST_F(MetricsStateTest, AgentHealth) {
 TEST_F(MetricsStateTest, CountersRiseTickByTick) {
   state_.update(tick_);
   state_.update(tick_);
-  tick_.endpoints[0].interval = nullptr;  // nothing counted this tick (a baseline after a reload)
+  tick_.endpoints[0].counted = false;  // nothing counted this tick (a baseline after a reload)
   state_.update(tick_);
   const auto s = samples(state_.families("x"));
   EXPECT_EQ(s.at("headroom_endpoint_requests_total").at("endpoint=api"), 20);
@@ -260,9 +263,7 @@ TEST_F(MetricsStateTest, CountsFollowTheEndpointNameAcrossAReload) {
   // The reload: web first, api second, and a new endpoint "new"; api keeps its counts.
   agent::Config next;
   next.endpoints = {endpoint("web", 50ms), endpoint("new", 5ms), endpoint("api", 10ms)};
-  tick_.endpoints = {{&next.endpoints[0], nullptr, nullptr},
-                     {&next.endpoints[1], nullptr, nullptr},
-                     {&next.endpoints[2], &api_, &api_interval_}};
+  testing::fill_tick(tick_, node_, next, {{&next.endpoints[0]}, {&next.endpoints[1]}, {&next.endpoints[2], &api_, api_interval_}});
   state_.update(tick_);
   auto s = samples(state_.families("x"));
   EXPECT_EQ(s.at("headroom_endpoint_requests_total").at("endpoint=api"), 20);
@@ -272,7 +273,7 @@ TEST_F(MetricsStateTest, CountsFollowTheEndpointNameAcrossAReload) {
   EXPECT_EQ(state_.endpoints()[0].name, "web");
   EXPECT_EQ(state_.endpoints()[2].name, "api");
   // A reload that removes api drops its series.
-  tick_.endpoints.pop_back();
+  testing::fill_tick(tick_, node_, next, {{&next.endpoints[0]}, {&next.endpoints[1]}});
   state_.update(tick_);
   s = samples(state_.families("x"));
   EXPECT_FALSE(s.at("headroom_endpoint_requests_total").contains("endpoint=api"));

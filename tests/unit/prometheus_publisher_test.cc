@@ -19,8 +19,10 @@
 #include <sstream>
 
 #include "agent/signals/report_builder.h"
+#include "agent/daemon/pipeline.h"
 #include "agent/daemon/publisher_registry.h"
 #include "temp_dir.h"
+#include "tick_builder.h"
 
 namespace headroom::publishers {
 namespace {
@@ -67,11 +69,10 @@ class PrometheusPublisherTest : public ::testing::Test {
     config_.orca_dir = dir_ / "orca";
     config_.endpoints = {endpoint("api")};
     tick_.meta = {1'700'000'000'000, 1, 100, false};
-    tick_.node.signals = {{"cpu", 0.4}, {"memory", 0.5}};
-    agent::node_values(tick_.node, config_, tick_.values);
+    node_.signals = {{"cpu", 0.4}, {"memory", 0.5}};
     interval_.completed = 25;
-    interval_.hist = {{hr_hist_bucket(3'000'000), 25}};
-    tick_.endpoints = {{&config_.endpoints[0], &signals_, &interval_}};
+    interval_.latencies = {{0.003, 25}};
+    testing::fill_tick(tick_, node_, config_, {{&config_.endpoints[0], &signals_, interval_}});
   }
   static agent::EndpointConfig endpoint(const std::string& name) {
     agent::EndpointConfig e;
@@ -88,9 +89,10 @@ class PrometheusPublisherTest : public ::testing::Test {
 
   TempDir dir_;
   agent::Config config_;
+  agent::NodeSample node_;
   Tick tick_;
   agent::EndpointSignals signals_;
-  agent::EndpointInterval interval_;
+  EndpointCounts interval_;
 };
 
 TEST_F(PrometheusPublisherTest, ServesTheExpositionOverHttp) {
@@ -132,16 +134,16 @@ TEST_F(PrometheusPublisherTest, AReloadKeepsTheListenerAndTheCounters) {
     port = probe.value()->port();
   }
   config_.prometheus.listen = "127.0.0.1:" + std::to_string(port);
-  auto first = build_publishers(config_);
-  ASSERT_TRUE(std::holds_alternative<Publishers>(first)) << std::get<BuildError>(first).message;
-  auto& old_pipeline = std::get<Publishers>(first);
+  auto first = agent::build_publishers(config_, agent::report_scopes(config_));
+  ASSERT_TRUE(first) << first.error().message;
+  auto& old_pipeline = first.value();
   for (auto& p : old_pipeline) ASSERT_TRUE(p->publish(tick_));
   // A reload builds the new publishers while the old ones still run.
-  auto second = build_publishers(config_);
-  ASSERT_TRUE(std::holds_alternative<Publishers>(second)) << std::get<BuildError>(second).message;
+  auto second = agent::build_publishers(config_, agent::report_scopes(config_));
+  ASSERT_TRUE(second) << second.error().message;
   old_pipeline.clear();
   next_tick();
-  for (auto& p : std::get<Publishers>(second)) ASSERT_TRUE(p->publish(tick_));
+  for (auto& p : second.value()) ASSERT_TRUE(p->publish(tick_));
   EXPECT_THAT(get(port, "/metrics"), HasSubstr("headroom_endpoint_requests_total{endpoint=\"api\"} 50\n"));
 }
 
@@ -159,11 +161,11 @@ TEST_F(PrometheusPublisherTest, ATakenAddressIsABuildErrorThatSaysWhy) {
   socklen_t len = sizeof a;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   config_.prometheus.listen = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
-  auto built = build_publishers(config_);
+  auto built = agent::build_publishers(config_, agent::report_scopes(config_));
   ::close(fd);
-  ASSERT_TRUE(std::holds_alternative<BuildError>(built));
-  const auto& e = std::get<BuildError>(built);
-  EXPECT_FALSE(e.configuration);
+  ASSERT_FALSE(built);
+  const auto& e = built.error();
+  EXPECT_EQ(agent::exit_status(e), agent::kExitCantCreat);
   EXPECT_THAT(e.message, HasSubstr("prometheus.listen: cannot listen on " + config_.prometheus.listen));
   EXPECT_THAT(e.message, HasSubstr("Address already in use"));
 }
@@ -217,7 +219,7 @@ TEST_F(PrometheusPublisherTest, StopWritesTheFinalFiguresAndRetireRemovesTheFile
   ASSERT_TRUE(t.publish(tick_));
   next_tick();
   tick_.meta.stopped = true;
-  tick_.endpoints[0].interval = nullptr;
+  tick_.endpoints[0].counted = false;
   tick_.health.ticks = 99;
   t.stop(tick_);
   EXPECT_THAT(slurp(file), HasSubstr("headroom_ticks_total 99\n"));
@@ -226,14 +228,15 @@ TEST_F(PrometheusPublisherTest, StopWritesTheFinalFiguresAndRetireRemovesTheFile
 }
 
 TEST_F(PrometheusPublisherTest, NothingConfiguredBuildsNothing) {
-  auto built = PrometheusListener::build(config_);
-  ASSERT_TRUE(std::holds_alternative<Publishers>(built));
-  EXPECT_TRUE(std::get<Publishers>(built).empty());
+  auto built = PrometheusListener::build(config_.prometheus);
+  ASSERT_TRUE(built);
+  EXPECT_TRUE(built->empty());
   config_.prometheus.textfile = dir_ / "h.prom";
-  built = PrometheusListener::build(config_);
-  ASSERT_EQ(std::get<Publishers>(built).size(), 1u);
-  EXPECT_EQ(std::get<Publishers>(built)[0]->name(), "prometheus_textfile");
-  EXPECT_EQ(std::get<Publishers>(built)[0]->target(), config_.prometheus.textfile);
+  built = PrometheusListener::build(config_.prometheus);
+  ASSERT_TRUE(built);
+  ASSERT_EQ(built->size(), 1u);
+  EXPECT_EQ(built.value()[0]->name(), "prometheus_textfile");
+  EXPECT_EQ(built.value()[0]->target(), config_.prometheus.textfile);
 }
 
 }  // namespace

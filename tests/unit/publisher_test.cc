@@ -13,8 +13,10 @@
 #include "headroom/orca/report.h"
 #include "publishers/envoy_bridge.h"
 #include "publishers/orca_dir_publisher.h"
+#include "agent/daemon/pipeline.h"
 #include "agent/daemon/publisher_registry.h"
 #include "temp_dir.h"
+#include "tick_builder.h"
 
 namespace headroom::publishers {
 namespace {
@@ -42,19 +44,22 @@ class PublisherTest : public ::testing::Test {
     bridge.neutral = 0.05;
     config_.envoy = {bridge};
     tick_.meta = {1'700'000'000'000, 7, 100, false};
-    tick_.node.signals = {{"cpu", 1.4}, {"cpu.pressure", 0.25}, {"memory", 0.5}};
-    tick_.node.raw = {{"headroom.cpu.busy", 0.9}};
-    agent::node_values(tick_.node, config_, tick_.values);
+    node_.signals = {{"cpu", 1.4}, {"cpu.pressure", 0.25}, {"memory", 0.5}};
+    node_.raw = {{"headroom.cpu.busy", 0.9}};
     api_signals_.rps = 12;
     api_signals_.share_over_target = 0.5;
-    tick_.endpoints = {{&config_.endpoints[0], &api_signals_}, {&config_.endpoints[1], nullptr}};
+    refill();
+  }
+  void refill() {
+    testing::fill_tick(tick_, node_, config_, {{&config_.endpoints[0], &api_signals_}, {&config_.endpoints[1]}});
   }
 
-  Publishers build() {
-    auto built = build_publishers(config_);
-    if (auto* e = std::get_if<BuildError>(&built)) throw std::runtime_error(e->message);
-    return std::get<Publishers>(std::move(built));
+  static Publishers build(const agent::Config& config) {
+    auto built = agent::build_publishers(config, agent::report_scopes(config));
+    if (!built) throw std::runtime_error(built.error().message);
+    return std::move(built.value());
   }
+  Publishers build() { return build(config_); }
   orca::Report report(const std::string& name) {
     auto r = orca::read_report_file(dir_ / ("orca/" + name));
     if (!r) throw std::runtime_error(r.error().message);
@@ -64,12 +69,13 @@ class PublisherTest : public ::testing::Test {
   TempDir dir_;
   agent::Config config_;
   agent::EndpointSignals api_signals_;
+  agent::NodeSample node_;
   Tick tick_;
 };
 
 TEST_F(PublisherTest, TheRegistryBuildsTheOrcaDirectoryFirstThenEachBridge) {
-  ASSERT_GE(publisher_kinds().size(), 2u);
-  EXPECT_EQ(publisher_kinds()[0].name, "orca_dir");
+  ASSERT_GE(agent::publisher_kinds().size(), 2u);
+  EXPECT_EQ(agent::publisher_kinds()[0].name, "orca_dir");
   const auto pubs = build();
   ASSERT_EQ(pubs.size(), 2u);
   EXPECT_EQ(pubs[0]->name(), "orca_dir");
@@ -84,8 +90,7 @@ TEST_F(PublisherTest, ReportsAndTheBridgeCarryTheTicksValues) {
   auto pubs = build();
   for (auto& p : pubs) ASSERT_TRUE(p->publish(tick_));
   const auto node = report("node.orca");
-  const auto expected = agent::build_node_report(tick_.node, config_, tick_.meta);
-  EXPECT_EQ(node.SerializeAsString().size(), expected.SerializeAsString().size());
+  EXPECT_EQ(testing::read_file(dir_ / "orca/node.orca"), tick_.node().bytes) << "the file holds the bytes the tick carries";
   EXPECT_DOUBLE_EQ(node.cpu_utilization(), 1.4);
   EXPECT_DOUBLE_EQ(node.application_utilization(), 1.4);
   EXPECT_DOUBLE_EQ(node.utilization().at("cpu"), 1.0);
@@ -96,10 +101,10 @@ TEST_F(PublisherTest, ReportsAndTheBridgeCarryTheTicksValues) {
   EXPECT_EQ(testing::read_file(config_.envoy[0].file), "0.25\n");
 
   // Kept reports are refilled: a figure that goes away leaves the file too.
-  tick_.node.raw.clear();
-  tick_.node.signals.erase("cpu");
-  agent::node_values(tick_.node, config_, tick_.values);
+  node_.raw.clear();
+  node_.signals.erase("cpu");
   tick_.meta.seq = 8;
+  refill();
   for (auto& p : pubs) ASSERT_TRUE(p->publish(tick_));
   const auto again = report("node.orca");
   EXPECT_FALSE(again.named_metrics().contains("headroom.cpu.busy"));
@@ -112,6 +117,7 @@ TEST_F(PublisherTest, StopMarksTheFinalReportAndWritesTheNeutralValue) {
   auto pubs = build();
   for (auto& p : pubs) ASSERT_TRUE(p->publish(tick_));
   tick_.meta.stopped = true;
+  refill();
   for (auto& p : pubs) p->stop(tick_);
   EXPECT_DOUBLE_EQ(report("node.orca").named_metrics().at("headroom.stopped"), 1);
   EXPECT_DOUBLE_EQ(report("endpoint.api.orca").named_metrics().at("headroom.stopped"), 1);
@@ -124,11 +130,9 @@ TEST_F(PublisherTest, TakeOverRemovesReportsOfEndpointsThatAreGoneAndRetireIsNeu
   agent::Config next = config_;
   next.endpoints = {endpoint("api")};
   next.envoy.clear();
-  auto built = build_publishers(next);
-  ASSERT_TRUE(std::holds_alternative<Publishers>(built));
-  auto& fresh = std::get<Publishers>(built);
+  auto fresh = build(next);
   ASSERT_EQ(fresh.size(), 1u);
-  fresh[0]->take_over(config_);
+  fresh[0]->take_over(agent::report_scopes(config_));
   EXPECT_TRUE(fs::exists(dir_ / "orca/endpoint.api.orca"));
   EXPECT_FALSE(fs::exists(dir_ / "orca/endpoint.web.orca"));
   pubs[1]->retire();
@@ -139,11 +143,10 @@ TEST_F(PublisherTest, AnUnusableDirectoryIsABuildErrorOfThePlaceNotTheConfigurat
   testing::TempDir other;
   std::ofstream(other / "file") << "x";
   config_.orca_dir = other / "file/orca";
-  auto built = build_publishers(config_);
-  auto* e = std::get_if<BuildError>(&built);
-  ASSERT_NE(e, nullptr);
-  EXPECT_FALSE(e->configuration);
-  EXPECT_NE(e->message.find("agent.orca_dir"), std::string::npos) << e->message;
+  auto built = agent::build_publishers(config_, agent::report_scopes(config_));
+  ASSERT_FALSE(built);
+  EXPECT_EQ(agent::exit_status(built.error()), agent::kExitCantCreat) << built.error().message;
+  EXPECT_NE(built.error().message.find("agent.orca_dir"), std::string::npos) << built.error().message;
 }
 
 }  // namespace

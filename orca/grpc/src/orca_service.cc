@@ -77,7 +77,7 @@ Result<std::unique_ptr<OrcaService>> OrcaService::create(OrcaServiceOptions opti
     if (!valid_endpoint_name(options.endpoint))
       return logic_error("OrcaService: endpoint " + options.endpoint +
                          " is not an endpoint name (1 to 64 of A-Z a-z 0-9 _ . -, as in [[endpoint]] name)");
-    scope = "endpoint." + options.endpoint;
+    scope = endpoint_scope(options.endpoint);
   }
   auto reader = ReportDirectory::open(options.dir, options.reader);
   if (!reader) return reader.error();

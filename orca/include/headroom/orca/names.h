@@ -5,6 +5,7 @@
 // docs/orca-files.md and docs/endpoints.md describe what each one means.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace headroom::orca {
@@ -23,6 +24,13 @@ inline constexpr std::string_view kSignalMemoryPressure = "memory.pressure";
 inline constexpr std::string_view kSignalIoPressure = "io.pressure";
 // node.include_endpoints: "endpoint.<name>" joins the node's signals.
 inline constexpr std::string_view kEndpointSignalPrefix = "endpoint.";
+// An [[endpoint]]'s scope (its report is <scope>.orca), and its signal's key
+// under node.include_endpoints: "endpoint.<name>".
+inline std::string endpoint_scope(std::string_view name) {
+  std::string scope(kEndpointSignalPrefix);
+  scope += name;
+  return scope;
+}
 
 // --- named_metrics of node.orca: the raw figures behind the signals ---
 inline constexpr std::string_view kMetricCpuBusy = "headroom.cpu.busy";

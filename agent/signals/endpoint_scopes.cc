@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/signals/endpoint_scopes.h"
+
+#include "agent/signals/report_builder.h"
+#include "headroom/orca/names.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace headroom::agent {
+
+EndpointScopes::EndpointScopes(std::unique_ptr<EndpointSampler> sampler) : sampler_(std::move(sampler)) {
+  for (const auto& e : sampler_->endpoints()) scopes_.push_back(orca::endpoint_scope(e.config.name));
+}
+
+std::unique_ptr<ScopeSampler> EndpointScopes::build(const Config& config) {
+  if (config.endpoints.empty()) return nullptr;
+  return std::make_unique<EndpointScopes>(std::make_unique<EndpointSampler>(config));
+}
+
+bool EndpointScopes::same(const Config& running, const Config& next) {
+  return running.endpoints == next.endpoints && running.ebpf == next.ebpf && running.interval == next.interval &&
+         running.smoothing == next.smoothing && running.proc_root == next.proc_root &&
+         running.sys_root == next.sys_root;
+}
+
+ProbeState probe_state(const EndpointSampler& s) {
+  if (s.endpoints().empty()) return ProbeState::none;
+  if (s.running()) return ProbeState::attached;
+  return s.failed() ? ProbeState::failed : ProbeState::off;
+}
+
+void EndpointScopes::add_node_signals(NodeSample& node) const {
+  const auto& endpoints = sampler_->endpoints();
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    std::optional<double> v;
+    if (sampler_->running() && endpoints[i].signals) v = endpoint_composite(*endpoints[i].signals);
+    const std::string& key = scopes_[i];  // "endpoint.<name>" is also the signal's key
+    auto it = node.signals.find(key);
+    if (!v) {
+      if (it != node.signals.end()) node.signals.erase(it);
+    } else if (it != node.signals.end()) {
+      it->second = *v;
+    } else {
+      node.signals.emplace(key, *v);
+    }
+  }
+}
+
+namespace {
+
+double seconds(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e9; }
+
+void count_into(const EndpointInterval& iv, publishers::EndpointCounts& out) {
+  out.completed = iv.completed;
+  out.errors = iv.errors;
+  out.aborted = iv.aborted;
+  out.over_target = iv.over_target;
+  out.over_max = iv.over_max;
+  out.latencies.clear();
+  for (const auto& [bucket, n] : iv.hist) out.latencies.emplace_back(histogram_bucket_midpoint_ns(bucket) / 1e9, n);
+}
+
+}  // namespace
+
+void EndpointScopes::report(const NodeFigures& node, const publishers::ReportMeta& meta,
+                            std::span<publishers::ScopeReport> out, publishers::Tick& tick) const {
+  const auto& endpoints = sampler_->endpoints();
+  const auto first = static_cast<std::size_t>(out.data() - tick.reports.data());  // out is a part of tick.reports
+  // The only row with endpoints: their entries are refilled in place.
+  tick.endpoints.resize(std::min(endpoints.size(), out.size()));
+  for (std::size_t i = 0; i < tick.endpoints.size(); ++i) {
+    const auto& e = endpoints[i];
+    const bool available = sampler_->running() && e.signals;
+    build_endpoint_report_into(e.config, available ? &*e.signals : nullptr, meta, out[i].report,
+                               node.cpu_utilization);
+    auto& t = tick.endpoints[i];
+    t.name.assign(e.config.name);
+    t.report = first + i;
+    t.target_seconds = seconds(e.config.target);
+    t.max_seconds = seconds(e.config.max);
+    t.measured = available;
+    const EndpointInterval* newest = e.window.newest();
+    t.counted = available && e.counted && !meta.stopped && newest != nullptr;
+    if (t.counted) count_into(*newest, t.counts);
+  }
+}
+
+}  // namespace headroom::agent
