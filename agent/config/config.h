@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <variant>
@@ -15,8 +16,6 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/signals/normalize.h"  // CompositeMethod
-#include "agent/signals/signals.h"    // kNodeSignalKeys
 #include "headroom/orca/names.h"
 #include "headroom/orca/result.h"
 #include "probes/cgroup.h"
@@ -37,7 +36,11 @@ using orca::kSignalIoPressure;
 using orca::kSignalMemory;
 using orca::kSignalMemoryPressure;
 // The node signals in table order (agent/signals/signals.h, one row per signal).
-inline constexpr auto& kNodeSignals = kNodeSignalKeys;
+inline constexpr auto& kNodeSignals = orca::kNodeSignalKeys;
+
+// node.composite: how application_utilization combines the signals
+// (normalize.h's composite()).
+enum class CompositeMethod { max, mean };
 
 // Each publisher's own section ([[envoy]], [prometheus], [oob]) is defined
 // beside the publisher.
@@ -135,7 +138,7 @@ struct Config {
   // [node]
   std::string cgroup;  // empty: the host; otherwise relative to the cgroup root
   probes::CgroupVersion cgroup_version = probes::CgroupVersion::automatic;
-  std::vector<std::string> signals{kNodeSignals.begin(), kNodeSignals.end()};  // every signal
+  std::vector<std::string> signals{std::begin(kNodeSignals), std::end(kNodeSignals)};  // every signal
   CompositeMethod composite = CompositeMethod::max;
   std::map<std::string, double> weights;  // signal -> weight in [0, 1]; missing = 1 (1 is not stored)
 

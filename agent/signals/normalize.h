@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/config/config.h"  // CompositeMethod
 #include "probes/readings.h"
 
 namespace headroom::agent {
@@ -75,7 +76,6 @@ class Smoother {
   std::map<std::string, double, std::less<>> state_;
 };
 
-enum class CompositeMethod { max, mean };
 // Combines (value, weight) pairs: max of weight*value, or the weighted mean.
 // nullopt when there is nothing to combine.
 std::optional<double> composite(const std::vector<std::pair<double, double>>& values_and_weights, CompositeMethod kind);

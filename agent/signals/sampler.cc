@@ -65,7 +65,7 @@ void NodeSampler::sample(int64_t now_ns, NodeSample& out) {
   // signals that are not the node's own.
   for (auto it = out.signals.begin(); it != out.signals.end();) {
     const bool node_signal =
-        std::find(kNodeSignalKeys.begin(), kNodeSignalKeys.end(), it->first) != kNodeSignalKeys.end();
+        std::find(std::begin(kNodeSignalKeys), std::end(kNodeSignalKeys), it->first) != std::end(kNodeSignalKeys);
     if (node_signal && !written(ctx.written_signals, ctx.n_signals, it->first))
       it = out.signals.erase(it);
     else

@@ -5,7 +5,6 @@
 // fraction through normalize.h). NodeSampler runs the enabled rows in table
 // order; the configuration's list of valid signals is the table's keys.
 //
-// This header needs no Config definition, so that config.h can include it.
 #pragma once
 
 #include <array>
@@ -107,11 +106,14 @@ inline constexpr NodeSignal kNodeSignalTable[] = {
      probes::Resource::io, &probes::CgroupReading::io_pressure},
 };
 
-// The table's keys, in its order.
-inline constexpr auto kNodeSignalKeys = [] {
-  std::array<std::string_view, std::size(kNodeSignalTable)> keys{};
-  for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = kNodeSignalTable[i].key;
-  return keys;
+// The table's keys are node.orca's signal keys, in their order.
+inline constexpr bool kTableHasEverySignalInOrder = [] {
+  if (std::size(kNodeSignalTable) != std::size(orca::kNodeSignalKeys)) return false;
+  for (std::size_t i = 0; i < std::size(kNodeSignalTable); ++i)
+    if (kNodeSignalTable[i].key != orca::kNodeSignalKeys[i]) return false;
+  return true;
 }();
+static_assert(kTableHasEverySignalInOrder, "kNodeSignalTable must have one row per orca::kNodeSignalKeys, in order");
+using orca::kNodeSignalKeys;
 
 }  // namespace headroom::agent

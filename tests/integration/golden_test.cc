@@ -8,7 +8,8 @@
 // report is known: see tests/fixtures/README.md. Values are compared within 1 %
 // because the window is measured on the real clock.
 //
-// HEADROOM_UPDATE_GOLDEN=1 rewrites the golden files from the actual output.
+// The golden files are written by tests/unit/pipeline_golden_test.cc, which
+// runs the same tick in-process at exact clocks (HEADROOM_UPDATE_GOLDEN=1).
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/field_comparator.h>
 #include <google/protobuf/util/message_differencer.h>
@@ -86,14 +87,6 @@ TEST_P(Golden, OnceMatchesTheGoldenReport) {
   nm.erase(std::string(orca::kTimestampMsKey));  // the one value that cannot be golden
 
   const std::string golden_path = std::string(HEADROOM_SOURCE_DIR) + "/tests/golden/" + c.name + ".textproto";
-  if (std::getenv("HEADROOM_UPDATE_GOLDEN") != nullptr) {
-    std::string text;
-    google::protobuf::TextFormat::Printer printer;
-    printer.PrintToString(actual, &text);
-    std::ofstream(golden_path) << "# headroomd --once on tests/fixtures (" << c.name
-                               << "); regenerate with HEADROOM_UPDATE_GOLDEN=1\n"
-                               << text;
-  }
   orca::Report golden;
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(testing::read_file(golden_path), &golden)) << golden_path;
 

@@ -339,35 +339,38 @@ void StreamHub::finish_all(const grpc::Status& status, milliseconds timeout) {
                       [this] { return open_.load(std::memory_order_relaxed) == 0; });
 }
 
+bool StreamHub::wait() {
+  // For a wake-up, the source's descriptor or its poll period, or the next
+  // stall check while writes are in flight.
+  bool any_writing = false;
+  for (Stream* s : streams_) {
+    bool ended = false;
+    if (s->writing(&ended)) any_writing = true;
+  }
+  int timeout = -1;
+  if (source_) timeout = source_->poll_ms();
+  if (any_writing) timeout = timeout < 0 ? 1000 : std::min(timeout, 1000);
+  {
+    std::lock_guard lock(mutex_);
+    if (finishing_) timeout = 50;
+  }
+  pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {source_ ? source_->fd() : -1, POLLIN, 0}};
+  const int n = ::poll(fds, fds[1].fd >= 0 ? 2 : 1, timeout);
+  if (n < 0 && errno != EINTR) return false;
+  uint64_t drained;
+  [[maybe_unused]] auto r = ::read(wake_fd_, &drained, sizeof drained);
+  if (source_) source_->update(*this);
+  return true;
+}
+
 void StreamHub::run() {
   std::map<std::string, Snapshot, std::less<>> snapshots;
   std::vector<Stream*> reap;
   Resolver resolver;
   uint64_t resolved_generation = 0;
   for (;;) {
-    // Wait: for a wake-up, the source's descriptor or its poll period, or
-    // the next stall check while writes are in flight.
-    bool any_writing = false;
-    for (Stream* s : streams_) {
-      bool ended = false;
-      if (s->writing(&ended)) any_writing = true;
-    }
-    int timeout = -1;
-    if (source_) timeout = source_->poll_ms();
-    if (any_writing) timeout = timeout < 0 ? 1000 : std::min(timeout, 1000);
+    if (!wait()) break;
     bool finishing;
-    {
-      std::lock_guard lock(mutex_);
-      finishing = finishing_;
-    }
-    if (finishing) timeout = 50;
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {source_ ? source_->fd() : -1, POLLIN, 0}};
-    const int n = ::poll(fds, fds[1].fd >= 0 ? 2 : 1, timeout);
-    if (n < 0 && errno != EINTR) break;
-    uint64_t drained;
-    [[maybe_unused]] auto r = ::read(wake_fd_, &drained, sizeof drained);
-    if (source_) source_->update(*this);
-
     grpc::Status finish_status;
     std::chrono::steady_clock::time_point finish_deadline;
     {

@@ -22,6 +22,10 @@ inline constexpr std::string_view kSignalMemory = "memory";
 inline constexpr std::string_view kSignalCpuPressure = "cpu.pressure";
 inline constexpr std::string_view kSignalMemoryPressure = "memory.pressure";
 inline constexpr std::string_view kSignalIoPressure = "io.pressure";
+// Every node signal, in the order headroom lists them (the node signal
+// table, agent/signals/signals.h, has one row for each, in this order).
+inline constexpr std::string_view kNodeSignalKeys[] = {kSignalCpu, kSignalMemory, kSignalCpuPressure,
+                                                      kSignalMemoryPressure, kSignalIoPressure};
 // node.include_endpoints: "endpoint.<name>" joins the node's signals.
 inline constexpr std::string_view kEndpointSignalPrefix = "endpoint.";
 // An [[endpoint]]'s scope (its report is <scope>.orca), and its signal's key

@@ -147,6 +147,8 @@ class StreamHub : public std::enable_shared_from_this<StreamHub> {
   friend class Stream;
   StreamHub(StreamOptions options, Resolver resolver, std::unique_ptr<Source> source);
   void run();
+  // The sender thread's wait for work; false when it cannot poll.
+  bool wait();
   void wake();
   void retire(Stream* stream);  // from Stream::OnDone: reaped by the thread
   void serve(Stream& stream, int64_t now_ms, std::chrono::steady_clock::time_point now);
