@@ -244,7 +244,8 @@ Result<void> EndpointProbe::walk_h2_streams(uint64_t now_ns, const std::function
   bool first = true;
   for (;;) {
     uint32_t count = kBatch;
-    const int r = bpf_map_lookup_batch(fd, first ? nullptr : &pos, &pos, keys_.data(), h2_vals_.data(), &count, nullptr);
+    const int r =
+        bpf_map_lookup_batch(fd, first ? nullptr : &pos, &pos, keys_.data(), h2_vals_.data(), &count, nullptr);
     const int err = r != 0 ? errno : 0;
     if (r != 0 && err != ENOENT) {
       if (!first || (err != EINVAL && err != ENOTSUP && err != EOPNOTSUPP))

@@ -73,7 +73,9 @@ struct PlanCase {
   std::string skipped;
 };
 
-std::string why(std::string_view kind, std::string_view reason) { return std::string(kind) + ": " + std::string(reason); }
+std::string why(std::string_view kind, std::string_view reason) {
+  return std::string(kind) + ": " + std::string(reason);
+}
 
 TEST(ProgramSetPlan, TriesTheRowsThatFitBestFirst) {
   const std::vector<PlanCase> cases{
