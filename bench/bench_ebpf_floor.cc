@@ -104,6 +104,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "headroom/orca/clock.h"
 #include "probes/endpoint_probe.h"
 
 #pragma GCC diagnostic push
@@ -963,10 +964,12 @@ int main(int argc, char** argv) {
     if (product == nullptr) fail("no product variant");
     headroom::probes::EndpointSnapshot before, after;
     product->attach();
-    if (auto r = product->probe().read(before); !r) fail("read: %s", r.error().message.c_str());
+    if (auto r = product->probe().read(before, headroom::orca::monotonic_ns()); !r)
+      fail("read: %s", r.error().message.c_str());
     const long n = 1000;
     conn.exchanges(n);
-    if (auto r = product->probe().read(after); !r) fail("read: %s", r.error().message.c_str());
+    if (auto r = product->probe().read(after, headroom::orca::monotonic_ns()); !r)
+      fail("read: %s", r.error().message.c_str());
     product->detach();
     const uint64_t completed = after.endpoints.at(0).stats.completed - before.endpoints.at(0).stats.completed;
     const uint64_t frames = after.h2.frames - before.h2.frames;

@@ -10,12 +10,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "headroom/orca/result.h"
+#include "probes/program_set.h"
 // The ABI header is C, shared with the BPF program.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wold-style-cast"
@@ -40,27 +42,14 @@ struct EndpointSpec {
   Protocol protocol = Protocol::http1;  // every endpoint of a port says the same
 };
 
-// Which eBPF programs the probe may load (docs/endpoints.md), best first.
-enum class ProgramSet {
-  automatic,  // sockets where they fit (kernel 6.11+); ports with a path or HTTP/2 with syscalls
-  sockets,    // the socket tracepoints only
-  syscalls,   // the syscall tracepoints, as BTF tracepoints, else as raw tracepoints
-  raw,        // the syscall tracepoints as raw tracepoints only
-};
-
-// "auto" (or ""), "sockets", "syscalls", "raw": HEADROOM_EBPF_PROGRAMS's values.
-Result<ProgramSet> parse_program_set(std::string_view name);
-std::string_view program_set_name(ProgramSet set);
-
 struct EndpointProbeOptions {
   std::string proc_root = "/proc";  // for the start-up scan of existing servers
   std::string sys_root = "/sys";    // for /sys/kernel/btf/vmlinux
   pid_t self = 0;                   // never traced; 0: getpid()
-  // automatic: HEADROOM_EBPF_PROGRAMS still chooses when it is set, for
-  // callers that do not read it themselves yet.
-  ProgramSet programs = ProgramSet::automatic;
+  ProgramSet programs = ProgramSet::automatic;  // which rows of program_set.h to try
   // Tests: while this file exists, read() fails as a map read that the
-  // kernel refused would (HEADROOM_TEST_EBPF_READ_FAULT). Empty: never.
+  // kernel refused would (HEADROOM_TEST_EBPF_READ_FAULT). Empty, as in the
+  // shipped daemon: no fault check is installed at all.
   std::string fail_reads_while;
 };
 
@@ -108,20 +97,22 @@ void account_inflight(const hr_inflight& r, uint64_t now_ns, const std::vector<E
 
 class EndpointProbe {
  public:
-  // Checks the kernel (BTF, permissions), loads the best programs that load
-  // (BTF tracepoints, else raw tracepoints), fills the maps with the endpoints
-  // and the servers already running, and attaches last. The error says what
-  // is missing and what to do.
+  // Checks the kernel (BTF, permissions), loads the best program set that
+  // loads (program_set.h's rows, best first), fills the maps with the
+  // endpoints and the servers already running, and attaches last. The error
+  // says what is missing and what to do.
   static Result<std::unique_ptr<EndpointProbe>> open(const std::vector<EndpointSpec>& endpoints,
                                                      const EndpointProbeOptions& options);
   ~EndpointProbe();
   EndpointProbe(const EndpointProbe&) = delete;
   EndpointProbe& operator=(const EndpointProbe&) = delete;
 
-  // Reads every endpoint's counters and walks the in-flight requests. out is
-  // a snapshot this probe filled before, or an empty one: an endpoint's
-  // histogram is copied into it only when its completed count moved.
-  Result<void> read(EndpointSnapshot& out);
+  // Reads every endpoint's counters and walks the in-flight requests, their
+  // ages taken at now_ns (CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns();
+  // it becomes out.at_ns). out is a snapshot this probe filled before, or an
+  // empty one: an endpoint's histogram is copied into it only when its
+  // completed count moved.
+  Result<void> read(EndpointSnapshot& out, int64_t now_ns);
 
   // Detach every program, and attach them again: the maps and what they
   // hold stay (benchmarks compare attached and detached in one process).
@@ -143,13 +134,29 @@ class EndpointProbe {
   // Bytes of kernel memory the maps take, from their sizes (docs/endpoints.md).
   uint64_t map_bytes() const { return map_bytes_; }
 
+  // The programs the built object (endpoint.bpf.c) holds, by name: it is
+  // opened, nothing is loaded (no privileges needed). Tests check that the
+  // rows of program_set.h name only these.
+  static Result<std::vector<std::string>> object_programs();
+
  private:
-  struct Skeleton;
+  struct Skeleton;  // endpoint_skeleton.h
+  // How one row went: attached, or the errno of its load or attach (the
+  // next row is tried); open_failed: the object itself did not open.
+  struct Attempt {
+    int err = 0;
+    bool open_failed = false;
+  };
   EndpointProbe() = default;
-  // The endpoints and ports maps, between load and attach.
-  // syscall_ports: the ports the syscall set measures, the others the
-  // socket set's; nullptr: every port (the syscall set alone).
-  Result<void> fill_maps(const std::vector<EndpointSpec>& endpoints, const std::set<uint32_t>* syscall_ports);
+  // Opens, sizes, loads, fills and attaches one row's programs; an error is
+  // one no other row would mend (the maps could not be filled).
+  Result<Attempt> load_row(const ProgramSetRow& row, const std::set<uint32_t>& byte_ports,
+                           const EndpointProbeOptions& options, std::optional<std::vector<pid_t>>& servers);
+  // The endpoints and ports maps, between load and attach; byte_ports: the
+  // ports whose requests must be read (port_set()).
+  Result<void> fill_maps(const ProgramSetRow& row, const std::set<uint32_t>& byte_ports);
+  // Every endpoint's counters (stats, and hist where completed moved) into cache_.
+  Result<void> read_counters();
   // The requests in flight, one call of account each.
   Result<void> map_slots();  // the socket set's requests array, into this process
   Result<void> read_slots(const std::function<void(const hr_inflight&)>& account);
@@ -179,7 +186,9 @@ class EndpointProbe {
   std::vector<hr_h2_conn> h2_vals_;
   bool has_http2_ = false;
   bool syscalls_ = false;  // the syscall set is attached (its in-flight map is read)
-  std::string fail_reads_while_;
+  // Tests only (EndpointProbeOptions::fail_reads_while): read() fails while
+  // it does. Null in the shipped daemon: a read costs one test of it.
+  std::function<Result<void>()> read_fault_;
 };
 
 }  // namespace headroom::probes

@@ -88,9 +88,7 @@ std::string EndpointSampler::status() const {
   return s;
 }
 
-Result<void> EndpointSampler::read(probes::EndpointSnapshot& into) {
-  return probe_ ? probe_->read(into) : read_(into);
-}
+Result<void> EndpointSampler::read(probes::EndpointSnapshot& into) { return read_(into); }
 
 void EndpointSampler::note_table(const probes::EndpointSnapshot& s) {
   if (s.table_size == 0) return;
@@ -119,10 +117,11 @@ EndpointSampler::~EndpointSampler() {
 }
 
 void EndpointSampler::sample(int64_t monotonic_ns) {
-  (void)monotonic_ns;  // the snapshot carries the kernel clock's time
   for (auto& e : endpoints_) e.counted = false;
   if (!running()) return;
-  if (auto r = read(cur_); !r) {
+  // The probe's requests age at the tick's time (the clock of
+  // bpf_ktime_get_ns()); tests' readers bring their own.
+  if (auto r = probe_ ? probe_->read(cur_, monotonic_ns) : read(cur_); !r) {
     // The probe stays: a read that failed once may succeed next tick. prev_
     // stays the last good snapshot; this tick's endpoints are unavailable.
     ++failed_reads_;

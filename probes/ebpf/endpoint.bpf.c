@@ -36,6 +36,8 @@
  * flight each tick. */
 #include "vmlinux.h"
 
+#include "arch.h" /* before bpf_tracing.h: the target architecture, HR_NR_* */
+
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -43,19 +45,6 @@
 #include "endpoint_abi.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-/* x86_64 syscall numbers */
-#define NR_read 0
-#define NR_write 1
-#define NR_readv 19
-#define NR_writev 20
-#define NR_sendfile 40
-#define NR_accept 43
-#define NR_sendto 44
-#define NR_recvfrom 45
-#define NR_sendmsg 46
-#define NR_recvmsg 47
-#define NR_accept4 288
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -256,20 +245,20 @@ static __always_inline void buffers(struct call *c, __u32 kind, __u64 arg, __u64
 static __always_inline int traced_call(struct pt_regs *regs, long id, const int btf, struct call *c) {
   __u32 dir, kind;
   switch (id) {
-    case NR_read: case NR_recvfrom: dir = DIR_IN; kind = BUF_PLAIN; break;
-    case NR_readv: dir = DIR_IN; kind = BUF_IOV; break;
-    case NR_recvmsg: dir = DIR_IN; kind = BUF_MSG; break;
-    case NR_write: case NR_sendto: dir = DIR_OUT; kind = BUF_PLAIN; break;
-    case NR_writev: dir = DIR_OUT; kind = BUF_IOV; break;
-    case NR_sendmsg: dir = DIR_OUT; kind = BUF_MSG; break;
-    case NR_sendfile: dir = DIR_OUT; kind = BUF_NONE; break;
+    case HR_NR_read: case HR_NR_recvfrom: dir = DIR_IN; kind = BUF_PLAIN; break;
+    case HR_NR_readv: dir = DIR_IN; kind = BUF_IOV; break;
+    case HR_NR_recvmsg: dir = DIR_IN; kind = BUF_MSG; break;
+    case HR_NR_write: case HR_NR_sendto: dir = DIR_OUT; kind = BUF_PLAIN; break;
+    case HR_NR_writev: dir = DIR_OUT; kind = BUF_IOV; break;
+    case HR_NR_sendmsg: dir = DIR_OUT; kind = BUF_MSG; break;
+    case HR_NR_sendfile: dir = DIR_OUT; kind = BUF_NONE; break;
     default: return 0;
   }
   __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   if (!bpf_map_lookup_elem(&procs, &tgid)) return 0;  /* the one lookup untraced processes pay */
-  long fd = btf ? (long)regs->di : (long)BPF_CORE_READ(regs, di);
-  __u64 arg = btf ? regs->si : BPF_CORE_READ(regs, si);
-  if (id == NR_sendfile) { arg = 0; }  /* sendfile(out_fd, in_fd, ...): out_fd is di */
+  long fd = btf ? (long)PT_REGS_PARM1_SYSCALL(regs) : (long)PT_REGS_PARM1_CORE_SYSCALL(regs);
+  __u64 arg = btf ? PT_REGS_PARM2_SYSCALL(regs) : PT_REGS_PARM2_CORE_SYSCALL(regs);
+  if (id == HR_NR_sendfile) { arg = 0; }  /* sendfile(out_fd, in_fd, ...): the first is out_fd */
   struct sock *sk = btf ? sock_of_fd_btf(fd) : sock_of_fd(fd);
   if (!sk) return 0;
   __u32 port = btf ? sk->__sk_common.skc_num : local_port(sk);
@@ -277,7 +266,7 @@ static __always_inline int traced_call(struct pt_regs *regs, long id, const int 
   c->sk = (__u64)sk;
   c->dir = dir;
   c->port = port;
-  buffers(c, kind, arg, btf ? regs->dx : BPF_CORE_READ(regs, dx));
+  buffers(c, kind, arg, btf ? PT_REGS_PARM3_SYSCALL(regs) : PT_REGS_PARM3_CORE_SYSCALL(regs));
   return 1;
 }
 
@@ -448,9 +437,9 @@ static __always_inline void on_data_out(struct call *c, long ret) {
 #include "http2.bpf.h"
 
 static __always_inline void on_exit(struct pt_regs *regs, long ret, const int btf) {
-  long id = btf ? (long)regs->orig_ax : (long)BPF_CORE_READ(regs, orig_ax);
+  long id = btf ? HR_SYSCALL_NR(regs) : HR_SYSCALL_NR_CORE(regs);
   switch (id) {
-    case NR_accept: case NR_accept4: {
+    case HR_NR_accept: case HR_NR_accept4: {
       if (ret < 0) return;
       struct sock *sk = sock_of_fd(ret);
       if (!sk) return;

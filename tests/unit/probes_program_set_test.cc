@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
-// The eBPF program set by name: what HEADROOM_EBPF_PROGRAMS and the probe's
-// options accept, and the names the probe gives back.
+// The eBPF program sets (probes/program_set.h): the names HEADROOM_EBPF_PROGRAMS
+// and the probe's options accept, the rows, and the choice among them for
+// each kind of kernel and endpoints, as a table.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "probes/endpoint_probe.h"
+#include "probes/program_set.h"
 
 namespace headroom::probes {
 namespace {
@@ -44,6 +49,117 @@ TEST(ProgramSet, UnknownNamesAreRefusedWithTheChoices) {
 }
 
 TEST(ProgramSet, OptionsDefaultToAutomatic) { EXPECT_EQ(EndpointProbeOptions{}.programs, ProgramSet::automatic); }
+
+constexpr KernelFeatures kKernel611{true, true};   // both socket tracepoints
+constexpr KernelFeatures kKernel66{true, false};   // sk_data_ready only
+constexpr KernelFeatures kKernelOld{false, false};
+constexpr PortNeeds kNoBytes{false, false};
+constexpr PortNeeds kSomeBytes{true, false};
+constexpr PortNeeds kAllBytes{true, true};
+
+constexpr std::string_view kSockets = "tp_btf sockets";
+constexpr std::string_view kBoth = "tp_btf sockets + syscalls";
+constexpr std::string_view kBtf = "tp_btf syscalls";
+constexpr std::string_view kRaw = "raw_tp syscalls";
+constexpr std::string_view kKernelWhy = "needs sock:sk_data_ready and tcp:tcp_sendmsg_locked (kernel 6.11+); ";
+constexpr std::string_view kBytesWhy = "an endpoint has a path or protocol = \"http2\"; ";
+
+struct PlanCase {
+  const char* what;
+  ProgramSet choice;
+  PortNeeds needs;
+  KernelFeatures kernel;
+  std::vector<std::string_view> tries;
+  std::string skipped;
+};
+
+std::string why(std::string_view kind, std::string_view reason) {
+  return std::string(kind) + ": " + std::string(reason);
+}
+
+TEST(ProgramSetPlan, TriesTheRowsThatFitBestFirst) {
+  const std::vector<PlanCase> cases{
+      {"auto, 6.11, no path: sockets alone, both sets are not needed", ProgramSet::automatic, kNoBytes, kKernel611,
+       {kSockets, kBtf, kRaw}, ""},
+      {"auto, 6.11, a path on one port: both sets", ProgramSet::automatic, kSomeBytes, kKernel611,
+       {kBoth, kBtf, kRaw}, why(kSockets, kBytesWhy)},
+      {"auto, 6.11, a path on every port: the syscall set alone", ProgramSet::automatic, kAllBytes, kKernel611,
+       {kBtf, kRaw}, why(kSockets, kBytesWhy)},
+      {"auto, 6.6: no socket set", ProgramSet::automatic, kNoBytes, kKernel66, {kBtf, kRaw},
+       why(kSockets, kKernelWhy) + why(kBoth, kKernelWhy)},
+      {"auto, old kernel, a path", ProgramSet::automatic, kSomeBytes, kKernelOld, {kBtf, kRaw},
+       why(kSockets, kKernelWhy) + why(kBoth, kKernelWhy)},
+      {"sockets, 6.11", ProgramSet::sockets, kNoBytes, kKernel611, {kSockets}, ""},
+      {"sockets, 6.11, a path: nothing fits", ProgramSet::sockets, kSomeBytes, kKernel611, {},
+       why(kSockets, kBytesWhy)},
+      {"sockets, 6.6: nothing fits", ProgramSet::sockets, kNoBytes, kKernel66, {}, why(kSockets, kKernelWhy)},
+      {"syscalls, 6.11", ProgramSet::syscalls, kNoBytes, kKernel611, {kBtf, kRaw}, ""},
+      {"syscalls, old kernel, every port a path", ProgramSet::syscalls, kAllBytes, kKernelOld, {kBtf, kRaw}, ""},
+      {"raw", ProgramSet::raw, kSomeBytes, kKernel611, {kRaw}, ""},
+  };
+  for (const auto& c : cases) {
+    const ProgramSetPlan plan = plan_program_sets(c.choice, c.needs, c.kernel);
+    std::vector<std::string_view> kinds;
+    for (const ProgramSetRow* row : plan.tries) kinds.push_back(row->kind);
+    EXPECT_EQ(kinds, c.tries) << c.what;
+    EXPECT_EQ(plan.skipped, c.skipped) << c.what;
+    EXPECT_EQ(plan.skipped_err, c.skipped.empty() ? 0 : ENOTSUP) << c.what;
+  }
+}
+
+TEST(ProgramSetPlan, EachPortGoesToTheSetThatCanMeasureIt) {
+  struct Case {
+    std::string_view kind;
+    bool needs_bytes;
+    uint32_t set;
+  };
+  const std::vector<Case> cases{
+      {kSockets, false, HR_SET_SOCKETS}, {kBoth, false, HR_SET_SOCKETS}, {kBoth, true, HR_SET_SYSCALLS},
+      {kBtf, false, HR_SET_SYSCALLS},    {kBtf, true, HR_SET_SYSCALLS},  {kRaw, false, HR_SET_SYSCALLS},
+      {kRaw, true, HR_SET_SYSCALLS},
+  };
+  for (const auto& c : cases) {
+    const auto& rows = program_set_rows();
+    const auto row = std::find_if(rows.begin(), rows.end(), [&](const ProgramSetRow& r) { return r.kind == c.kind; });
+    ASSERT_NE(row, rows.end()) << c.kind;
+    EXPECT_EQ(port_set(*row, c.needs_bytes), c.set) << c.kind << (c.needs_bytes ? ", a port with a path" : "");
+  }
+}
+
+TEST(ProgramSetRows, AreConsistent) {
+  std::set<std::string_view> kinds;
+  for (const auto& row : program_set_rows()) {
+    EXPECT_TRUE(kinds.insert(row.kind).second) << "two rows named " << row.kind;
+    EXPECT_TRUE(row.sockets || row.syscalls) << row.kind;
+    EXPECT_NE(row.offered & (1u << static_cast<unsigned>(ProgramSet::automatic)), 0u) << row.kind << ": not in auto";
+    // Which ports a row takes follows from its sets.
+    const PortsTaken expected = row.sockets && row.syscalls ? PortsTaken::split
+                                : row.sockets               ? PortsTaken::without_bytes
+                                                            : PortsTaken::every;
+    EXPECT_EQ(row.ports, expected) << row.kind;
+    // The socket programs' requests are read after the refresh program runs.
+    const bool refresh = std::find(row.programs.begin(), row.programs.end(), kSockRefresh) != row.programs.end();
+    EXPECT_EQ(refresh, row.sockets) << row.kind;
+    EXPECT_EQ(row.kernel_fits == nullptr, row.kernel_needs.empty()) << row.kind << ": a check says what it needs";
+  }
+  for (const ProgramSet set : {ProgramSet::automatic, ProgramSet::sockets, ProgramSet::syscalls, ProgramSet::raw})
+    EXPECT_FALSE(plan_program_sets(set, kNoBytes, kKernel611).tries.empty()) << program_set_name(set);
+}
+
+TEST(ProgramSetRows, NameOnlyProgramsOfTheObject) {
+  const auto programs = EndpointProbe::object_programs();
+  ASSERT_TRUE(programs.ok()) << programs.error().message;
+  const std::set<std::string> in_object(programs->begin(), programs->end());
+  EXPECT_GE(in_object.size(), 8u);
+  std::set<std::string> named;
+  for (const auto& row : program_set_rows()) {
+    for (const std::string_view p : row.programs)
+      if (!p.empty()) named.emplace(p);
+    if (!row.arrival.empty()) named.emplace(row.arrival);
+  }
+  for (const auto& p : named) EXPECT_TRUE(in_object.count(p)) << p << " is in a row, not in endpoint.bpf.c";
+  for (const auto& p : in_object) EXPECT_TRUE(named.count(p)) << p << " of endpoint.bpf.c is in no row";
+}
 
 }  // namespace
 }  // namespace headroom::probes

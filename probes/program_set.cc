@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "probes/program_set.h"
+
+#include <cerrno>
+
+// The ABI header is C, shared with the BPF program.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wold-style-cast"
+#pragma GCC diagnostic ignored "-Wconversion"
+#pragma GCC diagnostic ignored "-Wuseless-cast"
+#include "probes/ebpf/endpoint_abi.h"
+#pragma GCC diagnostic pop
+
+namespace headroom::probes {
+
+namespace {
+
+constexpr unsigned bit(ProgramSet set) { return 1u << static_cast<unsigned>(set); }
+
+// The socket programs need both socket tracepoints.
+bool has_socket_tracepoints(const KernelFeatures& k) { return k.sk_data_ready && k.tcp_sendmsg_locked; }
+
+constexpr std::string_view kSocketKernel = "needs sock:sk_data_ready and tcp:tcp_sendmsg_locked (kernel 6.11+)";
+
+struct ChoiceName {
+  ProgramSet set;
+  std::string_view name;
+};
+constexpr std::array<ChoiceName, 4> kChoiceNames{{
+    {ProgramSet::automatic, "auto"},
+    {ProgramSet::sockets, "sockets"},
+    {ProgramSet::syscalls, "syscalls"},
+    {ProgramSet::raw, "raw"},
+}};
+
+}  // namespace
+
+// The program names are endpoint.bpf.c's; the loader loads a row's programs
+// and no others.
+const std::vector<ProgramSetRow>& program_set_rows() {
+  static const std::vector<ProgramSetRow> rows{
+      {"tp_btf sockets",
+       {"hr_sock_arrival", "hr_sock_write", "hr_sock_set_state", kSockRefresh},
+       {},
+       true,
+       false,
+       PortsTaken::without_bytes,
+       has_socket_tracepoints,
+       kSocketKernel,
+       bit(ProgramSet::automatic) | bit(ProgramSet::sockets)},
+      // Both sets at once, each with its own ports (hr_port.set).
+      {"tp_btf sockets + syscalls",
+       {"hr_sock_arrival", "hr_sock_write", "hr_sock_set_state", kSockRefresh, "hr_btf_sys_exit",
+        "hr_btf_set_state"},
+       "hr_btf_data_ready",
+       true,
+       true,
+       PortsTaken::split,
+       has_socket_tracepoints,
+       kSocketKernel,
+       bit(ProgramSet::automatic)},
+      {"tp_btf syscalls",
+       {"hr_btf_sys_exit", "hr_btf_set_state"},
+       "hr_btf_data_ready",
+       false,
+       true,
+       PortsTaken::every,
+       nullptr,
+       {},
+       bit(ProgramSet::automatic) | bit(ProgramSet::syscalls)},
+      {"raw_tp syscalls",
+       {"hr_raw_sys_exit", "hr_raw_set_state"},
+       "hr_raw_data_ready",
+       false,
+       true,
+       PortsTaken::every,
+       nullptr,
+       {},
+       bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::raw)},
+  };
+  return rows;
+}
+
+Result<ProgramSet> parse_program_set(std::string_view name) {
+  if (name.empty()) return ProgramSet::automatic;
+  for (const auto& c : kChoiceNames)
+    if (c.name == name) return c.set;
+  return Error{EINVAL, "unknown eBPF program set \"" + std::string(name) + "\" (auto, sockets, syscalls or raw)"};
+}
+
+std::string_view program_set_name(ProgramSet set) {
+  for (const auto& c : kChoiceNames)
+    if (c.set == set) return c.name;
+  return kChoiceNames[0].name;
+}
+
+ProgramSetPlan plan_program_sets(ProgramSet choice, const PortNeeds& needs, const KernelFeatures& kernel) {
+  ProgramSetPlan plan;
+  auto skip = [&](const ProgramSetRow& row, std::string_view why) {
+    plan.skipped += std::string(row.kind) + ": " + std::string(why) + "; ";
+    plan.skipped_err = ENOTSUP;
+  };
+  for (const auto& row : program_set_rows()) {
+    if ((row.offered & bit(choice)) == 0) continue;
+    if (row.kernel_fits && !row.kernel_fits(kernel)) {
+      skip(row, row.kernel_needs);
+      continue;
+    }
+    if (row.ports == PortsTaken::without_bytes && needs.some_bytes) {
+      skip(row, "an endpoint has a path or protocol = \"http2\"");
+      continue;
+    }
+    if (row.ports == PortsTaken::split && (!needs.some_bytes || needs.all_bytes)) continue;  // one set alone does it
+    plan.tries.push_back(&row);
+  }
+  return plan;
+}
+
+uint32_t port_set(const ProgramSetRow& row, bool port_needs_bytes) {
+  switch (row.ports) {
+    case PortsTaken::without_bytes:
+      return HR_SET_SOCKETS;
+    case PortsTaken::split:
+      return port_needs_bytes ? HR_SET_SYSCALLS : HR_SET_SOCKETS;
+    case PortsTaken::every:
+      break;
+  }
+  return HR_SET_SYSCALLS;
+}
+
+}  // namespace headroom::probes
