@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // headroomctl: the operator's view of the report files headroomd publishes.
-// Rendering is in ctl_render.{h,cc}; this file does the I/O.
+// Rendering is in render.{h,cc}; this file does the I/O.
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -248,9 +248,14 @@ int main(int argc, char** argv) {
   auto* watch = app.add_subcommand("watch", "Live table of every report file in a directory, like top");
   watch->footer(
       "Redraws when a report file changes (inotify) and at least every --interval-ms.\n"
-      "Waits for DIR if it does not exist yet. Stop with Ctrl-C. When stdout is not a\n"
-      "terminal, frames are printed one after another, each followed by a blank line.");
-  watch->add_option("DIR", watch_dir, "Directory of report files (agent.orca_dir)")->capture_default_str();
+      "DIR may also be given as --orca-dir DIR. Waits for it if it does not exist yet.\n"
+      "Stop with Ctrl-C. When stdout is not a terminal, frames are printed one after\n"
+      "another, each followed by a blank line.");
+  auto* watch_dir_arg =
+      watch->add_option("DIR", watch_dir, "Directory of report files (agent.orca_dir)")->capture_default_str();
+  watch->add_option("--orca-dir", watch_dir, "The same directory, named as headroomd and the other commands name it")
+      ->type_name("DIR")
+      ->excludes(watch_dir_arg);
   watch->add_option("--interval-ms", interval_ms, "Redraw at least this often, in milliseconds, to refresh ages")
       ->capture_default_str()
       ->check(CLI::Range(10, 3'600'000));
