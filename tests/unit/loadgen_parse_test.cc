@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// loadgen::parse_response (agent/ctl/loadgen.h): complete, incomplete and
+// loadgen::parse_response (agent/ctl/http_response.h): complete, incomplete and
 // malformed HTTP/1.x responses, as tables; and every response fed in pieces,
 // which must stay incomplete until its last byte.
 #include <gtest/gtest.h>
