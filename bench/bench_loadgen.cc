@@ -163,7 +163,12 @@ int main(int argc, char** argv) {
     const auto ru0 = rusage_seconds();
     const double cpu0 = cpu_seconds();
     const auto wall0 = lg::Clock::now();
-    const lg::Result r = lg::run(o);
+    auto run = lg::run(o);
+    if (!run) {
+      std::fprintf(stderr, "bench_loadgen: %s\n", run.error().message.c_str());
+      return 1;
+    }
+    const lg::RunResult r = std::move(run).value();
     const double wall = std::chrono::duration<double>(lg::Clock::now() - wall0).count();
     const double cpu = cpu_seconds() - cpu0;
     const auto ru1 = rusage_seconds();

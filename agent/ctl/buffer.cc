@@ -22,18 +22,19 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "agent/config/duration.h"
 #include "agent/ctl/buffer_model.h"
 #include "agent/ctl/buffer_render.h"
 #include "agent/ctl/commands.h"
-#include "agent/config/duration.h"
 #include "agent/ctl/loadgen.h"
+#include "headroom/orca/clock.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_reader.h"
+#include "headroom/orca/result.h"
 #include "headroom/orca/shedder.h"
 
 namespace headroom::ctl {
@@ -82,12 +83,9 @@ int usage(const std::string& message) {
   return kExitUsage;
 }
 
-std::optional<nanoseconds> duration_option(const char* flag, const std::string& text, std::string& error) {
+Result<nanoseconds> duration_option(const char* flag, const std::string& text) {
   auto d = agent::parse_duration_checked(text);
-  if (auto* e = std::get_if<agent::ConfigError>(&d)) {
-    error = std::string(flag) + " " + text + ": " + e->message;
-    return std::nullopt;
-  }
+  if (auto* e = std::get_if<agent::ConfigError>(&d)) return logic_error(std::string(flag) + " " + text + ": " + e->message);
   return std::get<nanoseconds>(d);
 }
 
@@ -95,11 +93,8 @@ std::optional<nanoseconds> duration_option(const char* flag, const std::string& 
 struct ParsedTarget {
   std::string host, port, path = "/";
 };
-std::optional<ParsedTarget> parse_target(std::string text, std::string& error) {
-  if (text.starts_with("https://")) {
-    error = "TARGET " + text + ": only plain HTTP/1.1 is supported (no TLS)";
-    return std::nullopt;
-  }
+Result<ParsedTarget> parse_target(std::string text) {
+  if (text.starts_with("https://")) return logic_error("TARGET " + text + ": only plain HTTP/1.1 is supported (no TLS)");
   if (text.starts_with("http://")) text = text.substr(7);
   ParsedTarget t;
   const auto slash = text.find('/');
@@ -110,26 +105,20 @@ std::optional<ParsedTarget> parse_target(std::string text, std::string& error) {
   std::string::size_type colon;
   if (text.starts_with('[')) {
     const auto close = text.find(']');
-    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-      error = "TARGET " + text + ": expected [IPv6]:PORT";
-      return std::nullopt;
-    }
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return logic_error("TARGET " + text + ": expected [IPv6]:PORT");
     t.host = text.substr(1, close - 1);
     colon = close + 1;
   } else {
     colon = text.rfind(':');
-    if (colon == std::string::npos || colon == 0) {
-      error = "TARGET " + text + ": expected HOST:PORT[/PATH], e.g. 127.0.0.1:8080/play";
-      return std::nullopt;
-    }
+    if (colon == std::string::npos || colon == 0)
+      return logic_error("TARGET " + text + ": expected HOST:PORT[/PATH], e.g. 127.0.0.1:8080/play");
     t.host = text.substr(0, colon);
   }
   t.port = text.substr(colon + 1);
   if (t.port.empty() || t.port.size() > 5 || t.port.find_first_not_of("0123456789") != std::string::npos ||
-      std::stol(t.port) < 1 || std::stol(t.port) > 65535) {
-    error = "TARGET: port \"" + t.port + "\" must be a number from 1 to 65535";
-    return std::nullopt;
-  }
+      std::stol(t.port) < 1 || std::stol(t.port) > 65535)
+    return logic_error("TARGET: port \"" + t.port + "\" must be a number from 1 to 65535");
   return t;
 }
 
@@ -213,168 +202,202 @@ class ReportSampler {
   std::vector<b::UtilizationSample> samples_;
 };
 
-int run(const BufferOptions& o) {
-  std::string error;
-  // --- the target
-  const auto target = parse_target(o.target, error);
-  if (!target) return usage(error);
+// The target resolved, on this machine unless --allow-remote.
+struct ResolvedTarget {
+  loadgen::Target target;
+  std::string shown;  // "127.0.0.1:8080/play"
+};
+Result<ResolvedTarget> resolve_target(const BufferOptions& o) {
+  auto parsed = parse_target(o.target);
+  if (!parsed) return std::move(parsed).error();
+  const ParsedTarget& t = *parsed;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (const int rc = getaddrinfo(target->host.c_str(), target->port.c_str(), &hints, &found); rc != 0)
-    return usage("TARGET " + o.target + ": cannot resolve " + target->host + ": " + gai_strerror(rc));
+  if (const int rc = getaddrinfo(t.host.c_str(), t.port.c_str(), &hints, &found); rc != 0)
+    return logic_error("TARGET " + o.target + ": cannot resolve " + t.host + ": " + gai_strerror(rc));
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> found_guard(found, freeaddrinfo);
-  loadgen::Options lo;
-  std::memcpy(&lo.target.addr, found->ai_addr, found->ai_addrlen);
-  lo.target.addr_len = found->ai_addrlen;
-  lo.target.host_header = (target->host.find(':') != std::string::npos ? "[" + target->host + "]" : target->host) + ":" + target->port;
-  lo.target.path = target->path;
-  const std::string shown = lo.target.host_header + target->path;
+  ResolvedTarget r;
+  std::memcpy(&r.target.addr, found->ai_addr, found->ai_addrlen);
+  r.target.addr_len = found->ai_addrlen;
+  r.target.host_header = (t.host.find(':') != std::string::npos ? "[" + t.host + "]" : t.host) + ":" + t.port;
+  r.target.path = t.path;
+  r.shown = r.target.host_header + t.path;
   if (!o.allow_remote && !is_local(found->ai_addr))
-    return usage("TARGET " + o.target + " (" + address_text(found->ai_addr) +
-                 ") is not on this machine; a load experiment against another machine needs --allow-remote");
+    return logic_error("TARGET " + o.target + " (" + address_text(found->ai_addr) +
+                       ") is not on this machine; a load experiment against another machine needs --allow-remote");
+  return r;
+}
 
-  // --- the plan
-  auto mix = b::parse_mix(o.mix);
-  if (!mix) return usage(mix.error().message);
-  std::string baseline_source = "given";
-  double baseline = 0;
-  if (o.baseline == "report") {
-    if (o.scope.empty()) return usage("--baseline report: needs --scope endpoint.<name> (whose rps_fractional is the baseline)");
-    const std::string file = o.orca_dir + "/" + orca::report_file_name(o.scope);
-    auto report = orca::read_report_file(file);
-    if (!report) return usage("--baseline report: " + report.error().message);
-    if (orca::check_staleness(*report, orca::unix_now_ms(), orca::Shedder::kStaleIntervals).stale)
-      return usage("--baseline report: " + file + " is stale: is headroomd running?");
-    baseline = report->rps_fractional();
-    if (!(baseline > 0)) return usage("--baseline report: " + file + " shows no traffic (rps_fractional 0); give --baseline RPS");
-    baseline_source = o.scope + "'s rps_fractional";
-  } else {
+struct Baseline {
+  double rps = 0;
+  std::string source = "given";
+};
+// --baseline: a rate, or the rps_fractional of --scope's report.
+Result<Baseline> baseline_of(const BufferOptions& o) {
+  Baseline b;
+  if (o.baseline != "report") {
     char* end = nullptr;
-    baseline = std::strtod(o.baseline.c_str(), &end);
-    if (o.baseline.empty() || end == nullptr || *end != '\0' || !(baseline > 0) || !std::isfinite(baseline))
-      return usage("--baseline \"" + o.baseline + "\": a rate above 0 in requests per second, or \"report\"");
+    b.rps = std::strtod(o.baseline.c_str(), &end);
+    if (o.baseline.empty() || end == nullptr || *end != '\0' || !(b.rps > 0) || !std::isfinite(b.rps))
+      return logic_error("--baseline \"" + o.baseline + "\": a rate above 0 in requests per second, or \"report\"");
+    return b;
   }
-  b::Criteria criteria;
-  criteria.reject_statuses = o.reject_statuses;
-  std::optional<nanoseconds> slo, reject_within, timeout, max_duration;
-  if (!(slo = duration_option("--slo", o.slo, error)) || !(reject_within = duration_option("--reject-within", o.reject_within, error)) ||
-      !(timeout = duration_option("--timeout", o.timeout, error)) ||
-      !(max_duration = duration_option("--max-duration", o.max_duration, error)))
-    return usage(error);
-  criteria.slo = *slo;
-  criteria.reject_within = *reject_within;
-  if (*timeout <= *slo) return usage("--timeout (" + o.timeout + ") must be longer than --slo (" + o.slo + ")");
-  Result<std::vector<b::Step>> steps = logic_error("");
+  if (o.scope.empty())
+    return logic_error("--baseline report: needs --scope endpoint.<name> (whose rps_fractional is the baseline)");
+  const std::string file = o.orca_dir + "/" + orca::report_file_name(o.scope);
+  auto report = orca::read_report_file(file);
+  if (!report) return logic_error("--baseline report: " + report.error().message);
+  if (orca::check_staleness(*report, orca::unix_now_ms(), orca::Shedder::kStaleIntervals).stale)
+    return logic_error("--baseline report: " + file + " is stale: is headroomd running?");
+  b.rps = report->rps_fractional();
+  if (!(b.rps > 0))
+    return logic_error("--baseline report: " + file + " shows no traffic (rps_fractional 0); give --baseline RPS");
+  b.source = o.scope + "'s rps_fractional";
+  return b;
+}
+
+// The steps of a ramp or a spike, multiples of the baseline.
+Result<std::vector<b::Step>> steps_of(const BufferOptions& o, double baseline) {
   if (o.spike > 0) {
     b::SpikeSpec spec;
     spec.multiple = o.spike;
-    std::optional<nanoseconds> before, length, after, settle;
-    if (!(before = duration_option("--before", o.before, error)) || !(length = duration_option("--spike-for", o.spike_for, error)) ||
-        !(after = duration_option("--after", o.after, error)) || !(settle = duration_option("--settle", o.settle, error)))
-      return usage(error);
+    auto before = duration_option("--before", o.before);
+    if (!before) return std::move(before).error();
+    auto length = duration_option("--spike-for", o.spike_for);
+    if (!length) return std::move(length).error();
+    auto after = duration_option("--after", o.after);
+    if (!after) return std::move(after).error();
+    auto settle = duration_option("--settle", o.settle);
+    if (!settle) return std::move(settle).error();
     spec.before = *before;
     spec.length = *length;
     spec.after = *after;
     spec.settle = *settle;
-    steps = b::spike_steps(spec, baseline);
-  } else {
-    b::RampSpec spec;
-    auto multiples = b::parse_multiples(o.ramp);
-    if (!multiples) return usage(multiples.error().message);
-    spec.multiples = *multiples;
-    std::optional<nanoseconds> step, settle;
-    if (!(step = duration_option("--step", o.step, error)) || !(settle = duration_option("--settle", o.settle, error)))
-      return usage(error);
-    spec.step = *step;
-    spec.settle = *settle;
-    steps = b::ramp_steps(spec, baseline);
+    return b::spike_steps(spec, baseline);
   }
-  if (!steps) return usage(steps.error().message);
-  if (b::peak_rate(*steps) > o.max_rate)
-    return usage(std::to_string(std::llround(b::peak_rate(*steps))) + " req/s at the highest step is above --max-rate (" +
-                 std::to_string(std::llround(o.max_rate)) + "); raise --max-rate to send it");
-  if (b::total_duration(*steps) > *max_duration)
-    return usage("the plan lasts " + std::to_string(b::total_duration(*steps).count() / 1'000'000'000) +
-                 " s, longer than --max-duration (" + o.max_duration + "); raise --max-duration to run it");
-  b::Expectations ex;
-  ex.success_buffer = o.expect_success;
-  ex.failure_buffer = o.expect_failure;
-  ex.spike = o.spike > 0;
+  b::RampSpec spec;
+  auto multiples = b::parse_multiples(o.ramp);
+  if (!multiples) return std::move(multiples).error();
+  spec.multiples = *multiples;
+  auto step = duration_option("--step", o.step);
+  if (!step) return std::move(step).error();
+  auto settle = duration_option("--settle", o.settle);
+  if (!settle) return std::move(settle).error();
+  spec.step = *step;
+  spec.settle = *settle;
+  return b::ramp_steps(spec, baseline);
+}
+
+// Everything the run needs that the flags say, checked before anything is sent.
+struct Plan {
+  ResolvedTarget target;
+  std::vector<b::MixEntry> mix;
+  Baseline baseline;
+  b::Criteria criteria;
+  nanoseconds timeout{0};
+  std::vector<b::Step> steps;
+  b::Expectations expectations;
+};
+Result<Plan> plan_of(const BufferOptions& o) {
+  Plan p;
+  auto target = resolve_target(o);
+  if (!target) return std::move(target).error();
+  p.target = std::move(*target);
+  auto mix = b::parse_mix(o.mix);
+  if (!mix) return std::move(mix).error();
+  p.mix = std::move(*mix);
+  auto baseline = baseline_of(o);
+  if (!baseline) return std::move(baseline).error();
+  p.baseline = std::move(*baseline);
+  p.criteria.reject_statuses = o.reject_statuses;
+  auto slo = duration_option("--slo", o.slo);
+  if (!slo) return std::move(slo).error();
+  auto reject_within = duration_option("--reject-within", o.reject_within);
+  if (!reject_within) return std::move(reject_within).error();
+  auto timeout = duration_option("--timeout", o.timeout);
+  if (!timeout) return std::move(timeout).error();
+  auto max_duration = duration_option("--max-duration", o.max_duration);
+  if (!max_duration) return std::move(max_duration).error();
+  p.criteria.slo = *slo;
+  p.criteria.reject_within = *reject_within;
+  p.timeout = *timeout;
+  if (*timeout <= *slo) return logic_error("--timeout (" + o.timeout + ") must be longer than --slo (" + o.slo + ")");
+  auto steps = steps_of(o, p.baseline.rps);
+  if (!steps) return std::move(steps).error();
+  p.steps = std::move(*steps);
+  if (b::peak_rate(p.steps) > o.max_rate)
+    return logic_error(std::to_string(std::llround(b::peak_rate(p.steps))) + " req/s at the highest step is above --max-rate (" +
+                       std::to_string(std::llround(o.max_rate)) + "); raise --max-rate to send it");
+  if (b::total_duration(p.steps) > *max_duration)
+    return logic_error("the plan lasts " + std::to_string(b::total_duration(p.steps).count() / 1'000'000'000) +
+                       " s, longer than --max-duration (" + o.max_duration + "); raise --max-duration to run it");
+  p.expectations.success_buffer = o.expect_success;
+  p.expectations.failure_buffer = o.expect_failure;
+  p.expectations.spike = o.spike > 0;
   for (const auto& text : o.expect_served) {
-    auto e = b::parse_served_expectation(text, *mix);
-    if (!e) return usage(e.error().message);
-    ex.served.push_back(*e);
+    auto e = b::parse_served_expectation(text, p.mix);
+    if (!e) return std::move(e).error();
+    p.expectations.served.push_back(*e);
   }
-  b::BufferRules rules{o.max_failed / 100, o.max_served_drop / 100};
-  double threshold = o.threshold.value_or(orca::default_thresholds(o.signal).shed_start);
+  return p;
+}
 
-  std::fprintf(stderr, "headroomctl buffer: will send %s, open loop, up to %d connections; then wait up to %s\n",
-               b::describe_plan(*steps, *mix, shown).c_str(), o.connections, o.timeout.c_str());
-  if (o.dry_run) return 0;
-
-  // --- the run
-  // Each connection is a descriptor: lift the soft limit towards the hard one.
-  if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0) {
-    const rlim_t want = static_cast<rlim_t>(o.connections) + 64;
-    if (lim.rlim_cur < want) {
-      lim.rlim_cur = std::min(want, lim.rlim_max);
-      ::setrlimit(RLIMIT_NOFILE, &lim);
-    }
-    if (lim.rlim_cur < want)
-      std::fprintf(stderr, "headroomctl buffer: --connections %d: only %llu descriptors allowed (ulimit -n); "
-                   "connections beyond them fail\n", o.connections, static_cast<unsigned long long>(lim.rlim_cur));
+// Each connection is a descriptor: lift the soft limit towards the hard one.
+void raise_descriptor_limit(int connections) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t want = static_cast<rlim_t>(connections) + 64;
+  if (lim.rlim_cur < want) {
+    lim.rlim_cur = std::min(want, lim.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &lim);
   }
+  if (lim.rlim_cur < want)
+    std::fprintf(stderr, "headroomctl buffer: --connections %d: only %llu descriptors allowed (ulimit -n); "
+                 "connections beyond them fail\n", connections, static_cast<unsigned long long>(lim.rlim_cur));
+}
+
+// SIGINT and SIGTERM as a descriptor the engine polls: Ctrl-C stops the run
+// and the part that ran is still reported.
+Result<int> stop_signals_fd() {
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGTERM);
   sigprocmask(SIG_BLOCK, &mask, nullptr);
   const int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd < 0) {
-    std::fprintf(stderr, "headroomctl buffer: signalfd: %s\n", std::strerror(errno));
-    return kExitFailed;
-  }
-  lo.phases = b::phases_of(*steps);
-  for (const auto& m : *mix) lo.classes.push_back(loadgen::RequestClass{m.name, m.share});
-  lo.priority_header = o.priority_header;
-  lo.max_connections = o.connections;
-  lo.timeout = *timeout;
-  lo.stop_fd = sfd;
-  lo.start = loadgen::Clock::now() + std::chrono::milliseconds(20);
-  const bool sample = !o.orca_dir.empty() && ::access(o.orca_dir.c_str(), R_OK | X_OK) == 0;
-  ReportSampler sampler(o.orca_dir, o.scope, o.signal, lo.start);
-  if (sample) sampler.start();
-  loadgen::Result result;
-  try {
-    result = loadgen::run(lo);
-  } catch (const std::invalid_argument& e) {
-    ::close(sfd);
-    return usage(e.what());
-  }
-  ::close(sfd);
-  auto samples = sampler.stop();
+  if (sfd < 0) return system_error(errno, "signalfd");
+  return sfd;
+}
 
-  // --- what it says
+// What the run says, from its records and the reports sampled meanwhile.
+b::RunReport report_of(const BufferOptions& o, const Plan& p, loadgen::RunResult result,
+                       const std::vector<b::UtilizationSample>& samples, bool sampled) {
+  const b::BufferRules rules{o.max_failed / 100, o.max_served_drop / 100};
+  const double threshold = o.threshold.value_or(orca::default_thresholds(o.signal).shed_start);
   b::RunReport report;
-  report.target = shown;
+  report.target = p.target.shown;
   report.mode = o.spike > 0 ? "spike" : "ramp";
-  report.baseline_rps = baseline;
-  report.baseline_source = baseline_source;
-  report.criteria = criteria;
+  report.baseline_rps = p.baseline.rps;
+  report.baseline_source = p.baseline.source;
+  report.criteria = p.criteria;
   report.rules = rules;
-  report.mix = *mix;
-  report.steps = b::analyze(*steps, mix->size(), result.records, criteria, samples);
-  report.buffers = b::compute_buffers(report.steps, baseline, rules);
-  if (o.spike > 0) report.time_to_shed = b::time_to_shed(*steps, result.records, criteria, samples, threshold);
-  report.signal_scope = sample && !o.scope.empty() ? o.scope : "";
+  report.mix = p.mix;
+  report.steps = b::analyze(p.steps, p.mix.size(), result.records, p.criteria, samples);
+  report.buffers = b::compute_buffers(report.steps, p.baseline.rps, rules);
+  if (o.spike > 0) report.time_to_shed = b::time_to_shed(p.steps, result.records, p.criteria, samples, threshold);
+  report.signal_scope = sampled && !o.scope.empty() ? o.scope : "";
   report.signal = o.signal;
   report.threshold = threshold;
-  report.verdict = b::judge_run(report.steps, *mix, report.buffers, ex, rules, result);
+  report.verdict = b::judge_run(report.steps, p.mix, report.buffers, p.expectations, rules, result);
   report.interrupted = result.stopped;
   result.records.clear();
   report.client = std::move(result);
+  return report;
+}
 
+// The outputs: the SVG file if asked for, the table or JSON on stdout.
+void print(const BufferOptions& o, const b::RunReport& report) {
   if (!o.svg.empty()) {
     std::ofstream out(o.svg, std::ios::binary | std::ios::trunc);
     out << b::render_svg(report);
@@ -388,6 +411,45 @@ int run(const BufferOptions& o) {
   }
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
+}
+
+int run(const BufferOptions& o) {
+  auto plan = plan_of(o);
+  if (!plan) return usage(plan.error().message);
+  const Plan& p = *plan;
+  std::fprintf(stderr, "headroomctl buffer: will send %s, open loop, up to %d connections; then wait up to %s\n",
+               b::describe_plan(p.steps, p.mix, p.target.shown).c_str(), o.connections, o.timeout.c_str());
+  if (o.dry_run) return 0;
+
+  raise_descriptor_limit(o.connections);
+  const auto sfd = stop_signals_fd();
+  if (!sfd) {
+    std::fprintf(stderr, "headroomctl buffer: %s\n", sfd.error().message.c_str());
+    return kExitFailed;
+  }
+  loadgen::Options lo;
+  lo.target = p.target.target;
+  lo.phases = b::phases_of(p.steps);
+  for (const auto& m : p.mix) lo.classes.push_back(loadgen::RequestClass{m.name, m.share});
+  lo.priority_header = o.priority_header;
+  lo.max_connections = o.connections;
+  lo.timeout = p.timeout;
+  lo.stop_fd = *sfd;
+  lo.start = loadgen::Clock::now() + std::chrono::milliseconds(20);
+  const bool sample = !o.orca_dir.empty() && ::access(o.orca_dir.c_str(), R_OK | X_OK) == 0;
+  ReportSampler sampler(o.orca_dir, o.scope, o.signal, lo.start);
+  if (sample) sampler.start();
+  auto result = loadgen::run(lo);
+  ::close(*sfd);
+  auto samples = sampler.stop();
+  if (!result) {  // code 0: options the engine refused; otherwise a system call failed
+    if (result.error().code == 0) return usage(result.error().message);
+    std::fprintf(stderr, "headroomctl buffer: %s\n", result.error().message.c_str());
+    return kExitFailed;
+  }
+
+  const b::RunReport report = report_of(o, p, std::move(result).value(), samples, sample);
+  print(o, report);
   if (report.interrupted) return kExitInterrupted;
   return report.verdict.passed ? 0 : kExitFailed;
 }

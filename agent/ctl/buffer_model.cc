@@ -435,7 +435,7 @@ Result<std::pair<std::string, double>> parse_served_expectation(std::string_view
 }
 
 Verdict judge_run(const std::vector<StepResult>& steps, const std::vector<MixEntry>& mix, const Buffers& buffers,
-                  const Expectations& ex, const BufferRules& rules, const loadgen::Result& run) {
+                  const Expectations& ex, const BufferRules& rules, const loadgen::RunResult& run) {
   Verdict v;
   auto add = [&](std::string name, bool passed, std::string detail) {
     v.passed = v.passed && passed;

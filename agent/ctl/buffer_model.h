@@ -223,6 +223,6 @@ Result<std::pair<std::string, double>> parse_served_expectation(std::string_view
 //  - always: some request was answered at all (a target that never answers
 //    fails, with the engine's first error).
 Verdict judge_run(const std::vector<StepResult>& steps, const std::vector<MixEntry>& mix, const Buffers& buffers,
-                  const Expectations& expectations, const BufferRules& rules, const loadgen::Result& run);
+                  const Expectations& expectations, const BufferRules& rules, const loadgen::RunResult& run);
 
 }  // namespace headroom::ctl::buffer

@@ -204,35 +204,41 @@ std::string render_json(const RunReport& r) {
   return out.dump(2);
 }
 
-// Two panels. Above: per step, the offered rate as an outline and what became
-// of it as a stacked bar (served, rejected, failed), with the endpoint's and
-// the node's mean utilization as lines on a 0..max axis at the right. Below:
-// per step and priority, the shares served, rejected and failed.
-std::string render_svg(const RunReport& r) {
-  constexpr double kW = 960, kTop = 60, kPlotH = 300, kLeft = 70, kRight = 70, kGap = 90, kClassH = 170;
-  const std::size_t n = r.steps.size();
-  const std::size_t classes = r.mix.size();
-  const double plot_w = kW - kLeft - kRight;
-  const double slot = n ? plot_w / static_cast<double>(n) : plot_w;
-  const double bar = slot * 0.6;
-  const double height = kTop + kPlotH + kGap + kClassH + 60;
-  double ymax = 1;
-  for (const auto& s : r.steps) ymax = std::max({ymax, s.offered_rps, s.served_rps + s.rejected_rps + s.failed_rps});
-  ymax = nice_ceiling(ymax * 1.05);
-  double umax = 1;
-  for (const auto& s : r.steps)
-    umax = std::max({umax, s.endpoint_utilization.mean.value_or(0), s.node_utilization.mean.value_or(0)});
-  umax = nice_ceiling(umax);
-  const char* kServed = "#2e7d32";
-  const char* kRejected = "#f9a825";
-  const char* kFailed = "#c62828";
-  auto y_of = [&](double v) { return kTop + kPlotH - v / ymax * kPlotH; };
-  auto uy_of = [&](double v) { return kTop + kPlotH - v / umax * kPlotH; };
-  auto x_of = [&](std::size_t i) { return kLeft + slot * (static_cast<double>(i) + 0.5); };
+namespace {
 
+// The chart's geometry: sizes, the two axes' ranges and where a step sits.
+constexpr double kW = 960, kTop = 60, kPlotH = 300, kLeft = 70, kRight = 70, kGap = 90, kClassH = 170;
+constexpr const char* kServed = "#2e7d32";
+constexpr const char* kRejected = "#f9a825";
+constexpr const char* kFailed = "#c62828";
+
+struct SvgLayout {
+  std::size_t n = 0;  // steps
+  double slot = 0, bar = 0, height = 0;
+  double ymax = 1;  // requests per second, left axis
+  double umax = 1;  // utilization, right axis
+
+  explicit SvgLayout(const RunReport& r) : n(r.steps.size()) {
+    const double plot_w = kW - kLeft - kRight;
+    slot = n ? plot_w / static_cast<double>(n) : plot_w;
+    bar = slot * 0.6;
+    height = kTop + kPlotH + kGap + kClassH + 60;
+    for (const auto& s : r.steps) ymax = std::max({ymax, s.offered_rps, s.served_rps + s.rejected_rps + s.failed_rps});
+    ymax = nice_ceiling(ymax * 1.05);
+    for (const auto& s : r.steps)
+      umax = std::max({umax, s.endpoint_utilization.mean.value_or(0), s.node_utilization.mean.value_or(0)});
+    umax = nice_ceiling(umax);
+  }
+  double y_of(double v) const { return kTop + kPlotH - v / ymax * kPlotH; }
+  double uy_of(double v) const { return kTop + kPlotH - v / umax * kPlotH; }
+  double x_of(std::size_t i) const { return kLeft + slot * (static_cast<double>(i) + 0.5); }
+};
+
+// The document's start, the title and the figures line.
+std::string svg_head(const RunReport& r, const SvgLayout& l) {
   std::string s = fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
                       "font-family=\"sans-serif\" font-size=\"12\">\n",
-                      kW, height, kW, height);
+                      kW, l.height, kW, l.height);
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   s += "<text x=\"" + fmt("%.0f", kLeft) + "\" y=\"24\" font-size=\"16\">" +
        xml_escape("headroomctl buffer " + r.target + " (" + r.mode + ")") + "</text>\n";
@@ -242,47 +248,69 @@ std::string render_svg(const RunReport& r) {
                       r.buffers.failure_is_lower_bound ? ">= " : "", r.buffers.failure, r.baseline_rps) +
                   (r.verdict.passed ? "PASS" : "FAIL")) +
        "</text>\n";
-  // Axes and grid.
+  return s;
+}
+
+// The upper panel's axes and grid.
+std::string svg_axes(const SvgLayout& l) {
+  std::string s;
   for (int i = 0; i <= 4; ++i) {
-    const double v = ymax * i / 4, y = y_of(v);
+    const double v = l.ymax * i / 4, y = l.y_of(v);
     s += fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", kLeft, y, kW - kRight, y);
     s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", kLeft - 6, y + 4, v);
-    s += fmt("<text x=\"%.1f\" y=\"%.1f\" fill=\"#1565c0\">%.2f</text>\n", kW - kRight + 6, uy_of(umax * i / 4) + 4, umax * i / 4);
+    s += fmt("<text x=\"%.1f\" y=\"%.1f\" fill=\"#1565c0\">%.2f</text>\n", kW - kRight + 6, l.uy_of(l.umax * i / 4) + 4,
+             l.umax * i / 4);
   }
   s += fmt("<text x=\"14\" y=\"%.1f\" transform=\"rotate(-90 14 %.1f)\" text-anchor=\"middle\">requests per second</text>\n",
            kTop + kPlotH / 2, kTop + kPlotH / 2);
   s += fmt("<text x=\"%.1f\" y=\"%.1f\" transform=\"rotate(90 %.1f %.1f)\" text-anchor=\"middle\" fill=\"#1565c0\">utilization</text>\n",
            kW - 14, kTop + kPlotH / 2, kW - 14, kTop + kPlotH / 2);
-  for (std::size_t i = 0; i < n; ++i) {
+  return s;
+}
+
+// Per step: what became of the offered rate as a stacked bar, the offered
+// rate as a dashed outline, and the step's label.
+std::string svg_step_bars(const RunReport& r, const SvgLayout& l) {
+  std::string s;
+  for (std::size_t i = 0; i < l.n; ++i) {
     const auto& st = r.steps[i];
-    const double x = x_of(i) - bar / 2;
+    const double x = l.x_of(i) - l.bar / 2;
     double base = 0;
     for (const auto& [v, color, what] : {std::tuple{st.served_rps, kServed, "served"},
                                          std::tuple{st.rejected_rps, kRejected, "rejected"},
                                          std::tuple{st.failed_rps, kFailed, "failed"}}) {
       if (v > 0)
         s += fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s %.0f req/s</title></rect>\n",
-                 x, y_of(base + v), bar, y_of(base) - y_of(base + v), color, what, v);
+                 x, l.y_of(base + v), l.bar, l.y_of(base) - l.y_of(base + v), color, what, v);
       base += v;
     }
     s += fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"black\" stroke-dasharray=\"4 2\">"
              "<title>offered %.0f req/s</title></rect>\n",
-             x, y_of(st.offered_rps), bar, y_of(0) - y_of(st.offered_rps), st.offered_rps);
-    s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", x_of(i), kTop + kPlotH + 16,
+             x, l.y_of(st.offered_rps), l.bar, l.y_of(0) - l.y_of(st.offered_rps), st.offered_rps);
+    s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", l.x_of(i), kTop + kPlotH + 16,
              xml_escape(step_label(st.step)).c_str());
   }
-  // Utilization lines.
+  return s;
+}
+
+// The endpoint's and the node's mean utilization per step, on the right axis.
+std::string svg_utilization_lines(const RunReport& r, const SvgLayout& l) {
+  std::string s;
   for (const auto& [which, color, name] : {std::tuple{0, "#1565c0", "endpoint"}, std::tuple{1, "#6a1b9a", "node"}}) {
     std::string points;
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < l.n; ++i) {
       const auto& u = which == 0 ? r.steps[i].endpoint_utilization : r.steps[i].node_utilization;
-      if (u.mean) points += fmt("%.1f,%.1f ", x_of(i), uy_of(*u.mean));
+      if (u.mean) points += fmt("%.1f,%.1f ", l.x_of(i), l.uy_of(*u.mean));
     }
     if (!points.empty())
       s += fmt("<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"><title>%s utilization</title></polyline>\n",
                points.c_str(), color, name);
   }
-  // Legend.
+  return s;
+}
+
+std::string svg_legend() {
+  std::string s;
   double lx = kLeft;
   const double ly = kTop + kPlotH + 36;
   for (const auto& [color, name] : {std::pair{kServed, "served"}, std::pair{kRejected, "rejected"}, std::pair{kFailed, "failed"},
@@ -292,14 +320,19 @@ std::string render_svg(const RunReport& r) {
     lx += 40 + 8 * static_cast<double>(std::string_view(name).size());
   }
   s += fmt("<text x=\"%.1f\" y=\"%.1f\">dashed: offered</text>\n", lx, ly);
-  // Per priority: one thin stacked bar of shares per class in each step.
+  return s;
+}
+
+// The lower panel: one thin stacked bar of shares per class in each step.
+std::string svg_class_panel(const RunReport& r, const SvgLayout& l) {
+  const std::size_t classes = r.mix.size();
   const double top2 = kTop + kPlotH + kGap;
-  s += fmt("<text x=\"%.1f\" y=\"%.1f\">per priority, share of offered (most important left)</text>\n", kLeft, top2 - 8);
-  const double cw = classes ? bar / static_cast<double>(classes) : bar;
-  for (std::size_t i = 0; i < n; ++i) {
+  std::string s = fmt("<text x=\"%.1f\" y=\"%.1f\">per priority, share of offered (most important left)</text>\n", kLeft, top2 - 8);
+  const double cw = classes ? l.bar / static_cast<double>(classes) : l.bar;
+  for (std::size_t i = 0; i < l.n; ++i) {
     for (std::size_t k = 0; k < classes && k < r.steps[i].by_class.size(); ++k) {
       const auto& c = r.steps[i].by_class[k];
-      const double x = x_of(i) - bar / 2 + cw * static_cast<double>(k);
+      const double x = l.x_of(i) - l.bar / 2 + cw * static_cast<double>(k);
       double base = 0;
       for (const auto& [v, color] : {std::pair{c.served_share(), kServed}, std::pair{c.rejected_share(), kRejected},
                                      std::pair{c.failed_share(), kFailed}}) {
@@ -310,15 +343,26 @@ std::string render_svg(const RunReport& r) {
         base += v;
       }
     }
-    s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", x_of(i), top2 + kClassH + 16,
+    s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", l.x_of(i), top2 + kClassH + 16,
              xml_escape(step_label(r.steps[i].step)).c_str());
   }
   std::string names;
   for (std::size_t k = 0; k < classes; ++k) names += (k ? ", " : "") + r.mix[k].name;
   s += fmt("<text x=\"%.1f\" y=\"%.1f\">bars left to right in each step: %s</text>\n", kLeft, top2 + kClassH + 36,
            xml_escape(names).c_str());
-  s += "</svg>\n";
   return s;
+}
+
+}  // namespace
+
+// Two panels. Above: per step, the offered rate as an outline and what became
+// of it as a stacked bar (served, rejected, failed), with the endpoint's and
+// the node's mean utilization as lines on a 0..max axis at the right. Below:
+// per step and priority, the shares served, rejected and failed.
+std::string render_svg(const RunReport& r) {
+  const SvgLayout layout(r);
+  return svg_head(r, layout) + svg_axes(layout) + svg_step_bars(r, layout) + svg_utilization_lines(r, layout) +
+         svg_legend() + svg_class_panel(r, layout) + "</svg>\n";
 }
 
 }  // namespace headroom::ctl::buffer

@@ -26,7 +26,7 @@ struct RunReport {
   std::string signal_scope;  // "endpoint.play", empty when no report was sampled
   std::string signal;        // "application_utilization"
   double threshold = 0;      // the signal's shedding threshold, for time to shed
-  loadgen::Result client;    // records are not rendered; the client's own figures are
+  loadgen::RunResult client;  // records are not rendered; the client's own figures are
   Verdict verdict;
   bool interrupted = false;
 };

@@ -11,7 +11,7 @@ namespace headroom::ctl {
 
 using Runner = std::function<int()>;
 
-// headroomctl shed [--dir DIR] [--scope S] [--priority P] [--signal NAME]... [--stale-policy P]
+// headroomctl shed [--orca-dir DIR] [--scope S] [--priority P] [--signal NAME]... [--stale-policy P]
 std::pair<CLI::App*, Runner> add_shed_command(CLI::App& app);
 // headroomctl header FILE [--text|--bin]
 std::pair<CLI::App*, Runner> add_header_command(CLI::App& app);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // headroomctl: the operator's view of the report files headroomd publishes.
-// Rendering is in ctl_render.{h,cc}; this file does the I/O.
+// Rendering is in render.{h,cc}; this file does the I/O.
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -24,8 +24,10 @@
 #include "agent/config/config.h"
 #include "agent/ctl/commands.h"
 #include "agent/ctl/render.h"
+#include "headroom/orca/clock.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_reader.h"
+#include "headroom/orca/result.h"
 
 namespace {
 
@@ -48,24 +50,26 @@ void write_all(const std::string& text) {
 // ---------------------------------------------------------------- cat
 
 // --owner: a user name or a numeric uid; the error says which lookup failed.
-std::string resolve_owner(const std::string& text, std::optional<uid_t>& out) {
+headroom::Result<uid_t> resolve_owner(const std::string& text) {
   if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos && text.size() <= 10) {
     const unsigned long uid = std::stoul(text);
-    if (uid > 0xFFFFFFFEUL) return "uid " + text + " is out of range";
-    out = static_cast<uid_t>(uid);
-    return {};
+    if (uid > 0xFFFFFFFEUL) return headroom::logic_error("uid " + text + " is out of range");
+    return static_cast<uid_t>(uid);
   }
   const passwd* pw = ::getpwnam(text.c_str());
-  if (pw == nullptr) return "no user \"" + text + "\" on this machine (give a user name or a numeric uid)";
-  out = pw->pw_uid;
-  return {};
+  if (pw == nullptr)
+    return headroom::logic_error("no user \"" + text + "\" on this machine (give a user name or a numeric uid)");
+  return pw->pw_uid;
 }
 
 void add_owner_option(CLI::App* cmd, std::optional<uid_t>& owner) {
   cmd->add_option_function<std::string>(
          "--owner",
          [&owner](const std::string& text) {
-           if (auto err = resolve_owner(text, owner); !err.empty()) throw CLI::ValidationError("--owner", err);
+           auto uid = resolve_owner(text);
+           // CLI11's way to refuse a value: it prints the message and exits 64.
+           if (!uid) throw CLI::ValidationError("--owner", uid.error().message);
+           owner = *uid;
          },
          "Trust only files this user (name or uid; headroomd's user, e.g. headroom) owns and nobody else may "
          "write; others are rejected")
@@ -248,9 +252,14 @@ int main(int argc, char** argv) {
   auto* watch = app.add_subcommand("watch", "Live table of every report file in a directory, like top");
   watch->footer(
       "Redraws when a report file changes (inotify) and at least every --interval-ms.\n"
-      "Waits for DIR if it does not exist yet. Stop with Ctrl-C. When stdout is not a\n"
-      "terminal, frames are printed one after another, each followed by a blank line.");
-  watch->add_option("DIR", watch_dir, "Directory of report files (agent.orca_dir)")->capture_default_str();
+      "DIR may also be given as --orca-dir DIR. Waits for it if it does not exist yet.\n"
+      "Stop with Ctrl-C. When stdout is not a terminal, frames are printed one after\n"
+      "another, each followed by a blank line.");
+  auto* watch_dir_arg =
+      watch->add_option("DIR", watch_dir, "Directory of report files (agent.orca_dir)")->capture_default_str();
+  watch->add_option("--orca-dir", watch_dir, "The same directory, named as headroomd and the other commands name it")
+      ->type_name("DIR")
+      ->excludes(watch_dir_arg);
   watch->add_option("--interval-ms", interval_ms, "Redraw at least this often, in milliseconds, to refresh ages")
       ->capture_default_str()
       ->check(CLI::Range(10, 3'600'000));

@@ -14,8 +14,10 @@
 // and the next deadline is always that of records_[oldest_]. No heap, no
 // per-request allocation: a request's only state beside its Record is one
 // uint32_t (its connection, or "queued", or "done").
+//
+// The schedule itself (when each request is due) is loadgen_plan.h's, the
+// response framing http_response.h's.
 #include "agent/ctl/loadgen.h"
-#include "headroom/orca/text.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -33,244 +35,14 @@
 #include <deque>
 #include <limits>
 #include <memory>
-#include <stdexcept>
-#include <string_view>
-#include <system_error>
+#include <string>
+
+#include "agent/ctl/http_response.h"
+#include "agent/ctl/loadgen_plan.h"
+#include "headroom/orca/result.h"
 
 namespace headroom::ctl::loadgen {
 namespace {
-
-// ---------------------------------------------------------------------------
-// Response parsing
-
-constexpr std::size_t kMaxHead = 64 * 1024;  // status line + headers, or one chunk-size/trailer line
-constexpr std::size_t kNeedEof = std::numeric_limits<std::size_t>::max();
-
-// One message (a final response or a 1xx) at the start of a buffer.
-struct Parse {
-  long consumed = 0;  // 0: incomplete; -1: malformed
-  int status = 0;
-  bool close = false;
-  bool interim = false;  // a 1xx: skip it and parse the next message
-  // When incomplete: the buffer cannot complete before it holds this many
-  // bytes (kNeedEof: only the end of the connection completes it).
-  std::size_t need = 0;
-};
-
-Parse malformed() {
-  Parse p;
-  p.consumed = -1;
-  return p;
-}
-
-Parse incomplete(std::size_t need) {
-  Parse p;
-  p.need = need;
-  return p;
-}
-
-char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
-// `a` equals the lower-case `b`, ignoring ASCII case.
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (lower(a[i]) != b[i]) return false;
-  return true;
-}
-
-// Calls fn(token) for each comma-separated, trimmed, non-empty token.
-template <typename Fn>
-void for_each_token(std::string_view list, Fn fn) {
-  while (!list.empty()) {
-    const auto comma = list.find(',');
-    const std::string_view token = trim(list.substr(0, comma));
-    if (!token.empty()) fn(token);
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-}
-
-// The line starting at `pos`: its end (without "\r\n" or "\n") and where the
-// next one starts; false when no '\n' has arrived yet.
-bool next_line(const char* data, std::size_t size, std::size_t pos, std::string_view& line, std::size_t& next) {
-  const void* nl = std::memchr(data + pos, '\n', size - pos);
-  if (nl == nullptr) return false;
-  std::size_t end = static_cast<std::size_t>(static_cast<const char*>(nl) - data);
-  next = end + 1;
-  if (end > pos && data[end - 1] == '\r') --end;
-  line = std::string_view(data + pos, end - pos);
-  return true;
-}
-
-// A chunked body from `pos` to its end (last chunk, trailers, blank line).
-Parse parse_chunked(const char* data, std::size_t size, std::size_t pos, Parse head) {
-  for (;;) {
-    std::string_view line;
-    std::size_t next = 0;
-    if (!next_line(data, size, pos, line, next)) return size - pos > kMaxHead ? malformed() : incomplete(size + 1);
-    std::size_t chunk = 0;
-    std::size_t i = 0;
-    for (; i < line.size(); ++i) {
-      const char c = line[i];
-      int digit;
-      if (c >= '0' && c <= '9')
-        digit = c - '0';
-      else if (c >= 'a' && c <= 'f')
-        digit = c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F')
-        digit = c - 'A' + 10;
-      else
-        break;
-      if (i >= 15) return malformed();  // more than 2^60 bytes: not a response we want
-      chunk = chunk * 16 + static_cast<std::size_t>(digit);
-    }
-    if (i == 0) return malformed();
-    const std::string_view rest = trim(line.substr(i));
-    if (!rest.empty() && rest.front() != ';') return malformed();  // chunk extensions are allowed
-    pos = next;
-    if (chunk == 0) {
-      // Trailer fields, then the blank line.
-      for (;;) {
-        if (!next_line(data, size, pos, line, next)) return size - pos > kMaxHead ? malformed() : incomplete(size + 1);
-        pos = next;
-        if (line.empty()) break;
-      }
-      head.consumed = static_cast<long>(pos);
-      return head;
-    }
-    // The chunk's data and its CRLF.
-    if (size < pos + chunk + 1) return incomplete(pos + chunk + 2);
-    const char* after = data + pos + chunk;
-    if (after[0] == '\n') {
-      pos += chunk + 1;
-    } else if (after[0] == '\r') {
-      if (size < pos + chunk + 2) return incomplete(pos + chunk + 2);
-      if (after[1] != '\n') return malformed();
-      pos += chunk + 2;
-    } else {
-      return malformed();
-    }
-  }
-}
-
-// One message: status line, headers, body. `eof`: the connection has ended
-// after `size` bytes (a body without a length ends there).
-Parse parse_one(const char* data, std::size_t size, bool eof) {
-  static constexpr std::string_view kPrefix = "HTTP/1.";
-  if (std::memcmp(data, kPrefix.data(), std::min(size, kPrefix.size())) != 0) return malformed();
-
-  // Status line: HTTP/1.x SP 3DIGIT [SP reason].
-  std::string_view line;
-  std::size_t pos = 0;
-  if (!next_line(data, size, 0, line, pos)) return size > kMaxHead ? malformed() : incomplete(size + 1);
-  if (line.size() < 12 || line[7] < '0' || line[7] > '9' || line[8] != ' ') return malformed();
-  int status = 0;
-  for (std::size_t i = 9; i < 12; ++i) {
-    if (line[i] < '0' || line[i] > '9') return malformed();
-    status = status * 10 + (line[i] - '0');
-  }
-  if (status < 100 || (line.size() > 12 && line[12] != ' ')) return malformed();
-  const bool http10 = line[7] == '0';
-
-  // Headers: the ones that delimit the body or the connection.
-  bool connection_close = false;
-  bool keep_alive = false;
-  bool has_length = false;
-  bool has_te = false;
-  bool chunked = false;
-  std::size_t length = 0;
-  for (;;) {
-    std::size_t next = 0;
-    if (!next_line(data, size, pos, line, next)) return size > kMaxHead ? malformed() : incomplete(size + 1);
-    pos = next;
-    if (line.empty()) break;
-    if (line.front() == ' ' || line.front() == '\t') continue;  // obsolete line folding: a value we ignore
-    const auto colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) return malformed();
-    const std::string_view name = line.substr(0, colon);
-    if (name.back() == ' ' || name.back() == '\t') return malformed();
-    const std::string_view value = trim(line.substr(colon + 1));
-    if (iequals(name, "content-length")) {
-      if (value.empty()) return malformed();
-      std::size_t n = 0;
-      for (const char c : value) {
-        if (c < '0' || c > '9' || n >= (std::size_t{1} << 50)) return malformed();
-        n = n * 10 + static_cast<std::size_t>(c - '0');
-      }
-      if (has_length && n != length) return malformed();
-      has_length = true;
-      length = n;
-    } else if (iequals(name, "transfer-encoding")) {
-      has_te = true;
-      for_each_token(value, [&](std::string_view token) { chunked = iequals(token, "chunked"); });
-    } else if (iequals(name, "connection")) {
-      for_each_token(value, [&](std::string_view token) {
-        if (iequals(token, "close")) connection_close = true;
-        if (iequals(token, "keep-alive")) keep_alive = true;
-      });
-    }
-  }
-  const std::size_t head_end = pos;
-
-  Parse p;
-  p.status = status;
-  p.close = connection_close || (http10 && !keep_alive);
-  if (status < 200) {
-    if (status == 101) return malformed();  // we never ask to switch protocols
-    p.interim = true;
-    p.close = false;
-    p.consumed = static_cast<long>(head_end);
-    return p;
-  }
-  if (status == 204 || status == 304) {
-    p.consumed = static_cast<long>(head_end);
-    return p;
-  }
-  if (has_te) {
-    if (has_length) return malformed();  // both: the smuggling pattern (RFC 9112 6.1)
-    if (chunked) return parse_chunked(data, size, head_end, p);
-    p.close = true;  // another coding last: the body runs to the end of the connection
-  } else if (has_length) {
-    if (size - head_end < length) return incomplete(head_end + length);
-    p.consumed = static_cast<long>(head_end + length);
-    return p;
-  }
-  // No length: the body is the rest of the connection.
-  if (!eof) return incomplete(kNeedEof);
-  p.close = true;
-  p.consumed = static_cast<long>(size);
-  return p;
-}
-
-// A final response, after any 1xx interim responses.
-Parse parse_stream(const char* data, std::size_t size, bool eof) {
-  if (size == 0) return incomplete(1);
-  std::size_t offset = 0;
-  for (;;) {
-    Parse p = parse_one(data + offset, size - offset, eof);
-    if (p.consumed < 0) return p;
-    if (p.consumed == 0) {
-      if (p.need != kNeedEof) p.need += offset;
-      p.status = 0;
-      p.close = false;
-      return p;
-    }
-    if (!p.interim) {
-      p.consumed += static_cast<long>(offset);
-      return p;
-    }
-    offset += static_cast<std::size_t>(p.consumed);
-    if (offset >= size) return incomplete(offset + 1);
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Options
-
-bool has_ctl(std::string_view s) {
-  return std::any_of(s.begin(), s.end(), [](char c) { return c == '\r' || c == '\n' || c == '\0'; });
-}
 
 std::string address_text(const sockaddr_storage& addr) {
   char ip[INET6_ADDRSTRLEN] = {};
@@ -284,68 +56,6 @@ std::string address_text(const sockaddr_storage& addr) {
   std::memcpy(&a, &addr, sizeof a);
   inet_ntop(AF_INET6, &a.sin6_addr, ip, sizeof ip);
   return "[" + std::string(ip) + "]:" + std::to_string(ntohs(a.sin6_port));
-}
-
-// The schedule of one phase: request k leaves at start_ns + k * interval.
-struct PhasePlan {
-  int64_t start_ns = 0;
-  double interval_ns = 0;
-  uint64_t count = 0;
-};
-
-int64_t offset_ns(uint64_t k, double interval_ns) { return static_cast<int64_t>(static_cast<double>(k) * interval_ns); }
-
-constexpr uint64_t kMaxRequests = uint64_t{1} << 31;
-
-std::vector<PhasePlan> plan(const Options& o) {
-  if (o.classes.empty()) throw std::invalid_argument("loadgen: no request classes");
-  if (o.classes.size() > 256) throw std::invalid_argument("loadgen: more than 256 request classes");
-  if (o.phases.size() > 65536) throw std::invalid_argument("loadgen: more than 65536 phases");
-  if (o.max_connections < 1) throw std::invalid_argument("loadgen: max_connections must be at least 1");
-  if (o.timeout.count() <= 0) throw std::invalid_argument("loadgen: timeout must be positive");
-  if ((o.target.addr.ss_family != AF_INET && o.target.addr.ss_family != AF_INET6) || o.target.addr_len == 0 ||
-      o.target.addr_len > sizeof o.target.addr)
-    throw std::invalid_argument("loadgen: the target address is not an IPv4 or IPv6 socket address");
-  if (o.target.path.empty() || has_ctl(o.target.path) || o.target.path.find(' ') != std::string::npos)
-    throw std::invalid_argument("loadgen: bad request target '" + o.target.path + "'");
-  if (has_ctl(o.target.host_header)) throw std::invalid_argument("loadgen: bad Host header");
-  bool any_value = false;
-  for (const auto& c : o.classes) {
-    if (!(c.weight > 0) || !std::isfinite(c.weight))
-      throw std::invalid_argument("loadgen: a request class's weight must be a positive number");
-    if (has_ctl(c.header_value)) throw std::invalid_argument("loadgen: bad priority header value");
-    any_value = any_value || !c.header_value.empty();
-  }
-  if (any_value && (o.priority_header.empty() || has_ctl(o.priority_header) ||
-                    o.priority_header.find_first_of(": \t") != std::string::npos))
-    throw std::invalid_argument("loadgen: bad priority header name '" + o.priority_header + "'");
-
-  std::vector<PhasePlan> plans;
-  int64_t start = 0;
-  uint64_t total = 0;
-  for (const auto& ph : o.phases) {
-    if (!(ph.rate >= 0) || !std::isfinite(ph.rate)) throw std::invalid_argument("loadgen: a phase's rate must be >= 0");
-    if (ph.duration.count() < 0) throw std::invalid_argument("loadgen: a phase's duration must be >= 0");
-    PhasePlan p;
-    p.start_ns = start;
-    const int64_t d = ph.duration.count();
-    if (ph.rate > 0 && d > 0) {
-      p.interval_ns = 1e9 / ph.rate;
-      // The requests k with k * interval < duration, by the same arithmetic
-      // that schedules them.
-      const double estimate = std::ceil(static_cast<double>(d) / p.interval_ns);
-      if (estimate > static_cast<double>(kMaxRequests)) throw std::invalid_argument("loadgen: too many requests");
-      uint64_t n = static_cast<uint64_t>(estimate);
-      while (n > 0 && offset_ns(n - 1, p.interval_ns) >= d) --n;
-      while (offset_ns(n, p.interval_ns) < d) ++n;
-      p.count = n;
-    }
-    total += p.count;
-    if (total > kMaxRequests) throw std::invalid_argument("loadgen: too many requests");
-    plans.push_back(p);
-    start += d;
-  }
-  return plans;
 }
 
 // ---------------------------------------------------------------------------
@@ -409,29 +119,8 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  Result run() {
-    epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
-    if (epfd_ < 0) throw std::system_error(errno, std::generic_category(), "loadgen: epoll_create1");
-    // The schedule's clock: a timerfd on CLOCK_MONOTONIC (steady_clock's),
-    // set to the next wake-up only when that changes. Waking for a response
-    // then arms no timer, and timerfds have no timer slack (poll timeouts
-    // get 50 us), which is send lag.
-    timerfd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (timerfd_ < 0) throw std::system_error(errno, std::generic_category(), "loadgen: timerfd_create");
-    {
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.u64 = kTimerId;
-      if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, timerfd_, &ev) != 0)
-        throw std::system_error(errno, std::generic_category(), "loadgen: epoll_ctl");
-    }
-    if (o_.stop_fd >= 0) {
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.u64 = kStopId;
-      if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, o_.stop_fd, &ev) != 0)
-        throw std::invalid_argument(std::string("loadgen: stop_fd cannot be polled: ") + std::strerror(errno));
-    }
+  headroom::Result<RunResult> run() {
+    if (auto opened = open_descriptors(); !opened) return std::move(opened).error();
     start_ = o_.start == Clock::time_point{} ? Clock::now() : o_.start;
 
     epoll_event events[256];
@@ -447,8 +136,9 @@ class Engine {
       int64_t wake = std::numeric_limits<int64_t>::max();
       if (next_seq_ < total_) wake = next_time();
       if (oldest_ < result_.records.size()) wake = std::min(wake, result_.records[oldest_].scheduled_ns + timeout_ns_);
-      const int n = wait(events, 256, wake);
-      for (int i = 0; i < n; ++i) {
+      auto n = wait(events, 256, wake);
+      if (!n) return std::move(n).error();
+      for (int i = 0; i < *n; ++i) {
         const uint64_t id = events[i].data.u64;
         if (id == kStopId) {
           stop();
@@ -467,6 +157,33 @@ class Engine {
   }
 
  private:
+  // The epoll set with the schedule's timer and the stop descriptor in it.
+  headroom::Result<void> open_descriptors() {
+    epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0) return system_error(errno, "loadgen: epoll_create1");
+    // The schedule's clock: a timerfd on CLOCK_MONOTONIC (steady_clock's),
+    // set to the next wake-up only when that changes. Waking for a response
+    // then arms no timer, and timerfds have no timer slack (poll timeouts
+    // get 50 us), which is send lag.
+    timerfd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (timerfd_ < 0) return system_error(errno, "loadgen: timerfd_create");
+    {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = kTimerId;
+      if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, timerfd_, &ev) != 0) return system_error(errno, "loadgen: epoll_ctl");
+    }
+    if (o_.stop_fd >= 0) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = kStopId;
+      // A descriptor the caller chose: a bad option, not a system failure.
+      if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, o_.stop_fd, &ev) != 0)
+        return logic_error(std::string("loadgen: stop_fd cannot be polled: ") + std::strerror(errno));
+    }
+    return {};
+  }
+
   int64_t since_start(Clock::time_point t) const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t - start_).count();
   }
@@ -757,7 +474,7 @@ class Engine {
     if (n == 0) {
       // The end of the connection completes a body without a length.
       if (c.len > 0) {
-        const Parse p = parse_stream(c.buf.get(), c.len, true);
+        const ResponseFrame p = frame_response(c.buf.get(), c.len, true);
         if (p.consumed > 0) return answered(slot, p, true);
         if (p.consumed < 0) return bad(slot);
       }
@@ -767,7 +484,7 @@ class Engine {
     const auto got = static_cast<std::size_t>(n);
     if (c.len == 0) {
       // The usual case: the whole response in one read, parsed in place.
-      const Parse p = parse_stream(scratch_.get(), got, false);
+      const ResponseFrame p = frame_response(scratch_.get(), got, false);
       if (p.consumed > 0) return answered(slot, p, static_cast<std::size_t>(p.consumed) != got);
       if (p.consumed < 0) return bad(slot);
       append(c, scratch_.get(), got);
@@ -776,7 +493,7 @@ class Engine {
     }
     append(c, scratch_.get(), got);
     if (c.len < c.need) return;
-    const Parse p = parse_stream(c.buf.get(), c.len, false);
+    const ResponseFrame p = frame_response(c.buf.get(), c.len, false);
     if (p.consumed > 0) return answered(slot, p, static_cast<std::size_t>(p.consumed) != c.len);
     if (p.consumed < 0) return bad(slot);
     c.need = p.need;
@@ -785,7 +502,7 @@ class Engine {
   // A complete response. `extra`: bytes beyond it, which no request asked
   // for, so the connection is not reused; nor is one whose request the
   // server answered before taking all of it.
-  void answered(uint32_t slot, const Parse& p, bool extra) {
+  void answered(uint32_t slot, const ResponseFrame& p, bool extra) {
     Conn& c = conns_[slot];
     Record& r = result_.records[c.seq];
     extra = extra || c.write_off < requests_[r.request_class].size();
@@ -819,7 +536,7 @@ class Engine {
   }
 
   // Waits for I/O or until `wake` (ns since start).
-  int wait(epoll_event* events, int max, int64_t wake) {
+  headroom::Result<int> wait(epoll_event* events, int max, int64_t wake) {
     if (wake != armed_) {
       const auto at = std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count() + wake;
       itimerspec its{};
@@ -827,16 +544,16 @@ class Engine {
       its.it_value.tv_sec = static_cast<time_t>(std::max<int64_t>(at, 1) / 1'000'000'000);
       its.it_value.tv_nsec = static_cast<long>(std::max<int64_t>(at, 1) % 1'000'000'000);
       if (::timerfd_settime(timerfd_, TFD_TIMER_ABSTIME, &its, nullptr) != 0)
-        throw std::system_error(errno, std::generic_category(), "loadgen: timerfd_settime");
+        return system_error(errno, "loadgen: timerfd_settime");
       armed_ = wake;
     }
     const int n = ::epoll_wait(epfd_, events, max, -1);
     if (n >= 0) return n;
     if (errno == EINTR) return 0;
-    throw std::system_error(errno, std::generic_category(), "loadgen: epoll_wait");
+    return system_error(errno, "loadgen: epoll_wait");
   }
 
-  Result finish_result() {
+  RunResult finish_result() {
     for (uint32_t slot = 0; slot < conns_.size(); ++slot) close_conn(slot);
     if (!lags_.empty()) {
       auto rank = [&](double q) {
@@ -867,7 +584,7 @@ class Engine {
   uint64_t phase_k_ = 0;
   uint64_t next_seq_ = 0;
 
-  Result result_;
+  RunResult result_;
   std::vector<uint32_t> request_conn_;  // per record: kQueued, kDone, or its connection's slot + 1
   std::vector<int64_t> lags_;
   std::size_t oldest_ = 0;  // records before it are all finished
@@ -886,19 +603,10 @@ class Engine {
 
 }  // namespace
 
-ParsedResponse parse_response(const char* data, std::size_t size) {
-  const Parse p = parse_stream(data, size, false);
-  ParsedResponse r;
-  r.consumed = p.consumed;
-  if (p.consumed > 0) {
-    r.status = p.status;
-    r.close = p.close;
-  }
-  return r;
-}
-
-Result run(const Options& options) {
-  Engine engine(options, plan(options));
+headroom::Result<RunResult> run(const Options& options) {
+  auto plans = plan(options);
+  if (!plans) return std::move(plans).error();
+  Engine engine(options, std::move(plans).value());
   return engine.run();
 }
 

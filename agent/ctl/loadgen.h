@@ -8,7 +8,8 @@
 //
 // One thread, epoll, non-blocking sockets. The engine records one Record per
 // scheduled request and computes nothing else; buffer_model.h turns records
-// into steps, buffers and a verdict.
+// into steps, buffers and a verdict. The schedule is loadgen_plan.h's, the
+// response framing http_response.h's.
 #pragma once
 
 #include <sys/socket.h>
@@ -17,6 +18,9 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "agent/ctl/http_response.h"  // parse_response, for the engine's users and tests
+#include "headroom/orca/result.h"
 
 namespace headroom::ctl::loadgen {
 
@@ -79,7 +83,7 @@ struct Record {
   Outcome outcome = Outcome::response;
 };
 
-struct Result {
+struct RunResult {
   std::vector<Record> records;  // one per scheduled request, in schedule order
   bool stopped = false;         // stop_fd fired
   int64_t connections_opened = 0;
@@ -95,20 +99,9 @@ struct Result {
 
 // Runs the phases and returns every request's record. Returns within the
 // phases' total duration plus `timeout` (plus a few ms), whatever the target
-// does. Throws std::invalid_argument for options that cannot run (no classes,
-// negative rate, max_connections < 1).
-Result run(const Options& options);
-
-// "HTTP/1.1 200 OK\r\n..." parsing, exposed for table tests: how many bytes of
-// `data` one complete response takes, with its status; 0 when incomplete; -1
-// when `data` is not an HTTP/1.x response. Handles Content-Length, chunked
-// bodies and 1xx interim responses (skipped), and responses without a body
-// (204, 304).
-struct ParsedResponse {
-  long consumed = 0;  // 0: need more bytes; -1: malformed
-  int status = 0;
-  bool close = false;  // "Connection: close" (or HTTP/1.0 without keep-alive)
-};
-ParsedResponse parse_response(const char* data, std::size_t size);
+// does. An error with code 0 is options that cannot run (no classes, negative
+// rate, max_connections < 1, a stop_fd that cannot be polled); one with an
+// errno is a system call that failed.
+headroom::Result<RunResult> run(const Options& options);
 
 }  // namespace headroom::ctl::loadgen

@@ -12,6 +12,7 @@
 #include "agent/ctl/commands.h"
 #include "agent/ctl/render.h"
 #include "agent/config/duration.h"
+#include "headroom/orca/clock.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_reader.h"
 #include "xds/service/orca/v3/orca.grpc.pb.h"

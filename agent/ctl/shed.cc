@@ -12,7 +12,8 @@
 #include "agent/ctl/commands.h"
 #include "agent/ctl/render.h"
 #include "headroom/orca/report.h"
-#include "headroom/orca/report_reader.h"  // unix_now_ms
+#include "headroom/orca/clock.h"
+#include "headroom/orca/report_reader.h"
 #include "headroom/orca/shedder.h"
 
 namespace headroom::ctl {
@@ -159,12 +160,14 @@ std::pair<CLI::App*, Runner> add_shed_command(CLI::App& app) {
   auto opts = std::make_shared<ShedOptions>();
   auto* c = app.add_subcommand("shed", "What the reference prioritized shedder would drop right now");
   c->footer(
-      "Reads <DIR>/<SCOPE>.orca and prints, per priority bucket, the probability with which\n"
+      "Reads <ORCA_DIR>/<SCOPE>.orca and prints, per priority bucket, the probability with which\n"
       "a proxy using headroom's reference shedder (headroom/orca/shedder.h, docs/shedding.md)\n"
       "would drop a request. Priority 1 is the most important, 100 the least:\n"
       "CRITICAL 1-25, DEGRADED 26-50, BEST_EFFORT 51-75, BULK 76-100.\n"
       "A report older than 3 intervals (and 1 s) is stale; stale data sheds nothing by default.");
-  c->add_option("--dir", opts->dir, "Directory of report files (agent.orca_dir)")->capture_default_str();
+  // --orca-dir, as headroomd and the other commands name it; --dir is the
+  // name it had first.
+  c->add_option("--orca-dir,--dir", opts->dir, "Directory of report files (agent.orca_dir)")->capture_default_str();
   c->add_option("--scope", opts->scope, "Report to read: node, endpoint.<name>")->capture_default_str();
   c->add_option("--priority", opts->priority, "Only this priority: a bucket name (any case) or a number 1-100")
       ->check(CLI::Validator(

@@ -21,8 +21,10 @@
 // CPU to decide. The only input is the report headroomd writes for --scope,
 // so the example shows the reference shedder, not a home-grown controller.
 //
+// The command line is options.{h,cc}, the HTTP/1.1 parsing http.{h,cc}.
+//
 // Build (README.md, Makefile):
-//   c++ -std=c++20 -O2 server.cc $(pkg-config --cflags --libs headroom-orca) -pthread
+//   c++ -std=c++20 -O2 server.cc options.cc http.cc $(pkg-config --cflags --libs headroom-orca) -pthread
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -37,9 +39,7 @@
 
 #include <array>
 #include <atomic>
-#include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -59,66 +59,18 @@
 #include <CLI/CLI.hpp>
 #include <headroom/orca/names.h>
 #include <headroom/orca/report_reader.h>
+#include <headroom/orca/result.h>
 #include <headroom/orca/shedder.h>
-#include "headroom/orca/text.h"
+
+#include "http.h"
+#include "options.h"
 
 namespace {
 
-namespace orca = headroom::orca;
+using namespace shedding_server;  // this program's own parts: http.h, options.h
 constexpr const char* kProgram = "headroom-example-shedding-server";
 constexpr int kExitUsage = 64;                  // EX_USAGE, as headroomctl
 constexpr int kReaderPollMs = 100;              // staleness judged again at least this often
-constexpr std::size_t kMaxHead = 16 * 1024;     // request line + headers
-constexpr std::size_t kMaxBody = 1024 * 1024;   // Content-Length above: 413
-
-// ------------------------------------------------------------ configuration
-
-// A request's priority: a bucket as a whole (level 0) or a numeric level 1..100.
-struct Priority {
-  orca::Bucket bucket = orca::Bucket::DEGRADED;
-  int level = 0;
-};
-
-// "critical", "BEST_EFFORT", "best-effort" (any case), or 1..100. Numbers
-// outside 1..100 are refused rather than clamped: a typo should not become
-// the most important priority.
-std::optional<Priority> parse_priority(std::string_view text) {
-  text = headroom::trim(text);
-  if (auto bucket = orca::parse_bucket(text)) return Priority{*bucket, 0};
-  int n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  if (n < orca::kMostImportantPriority || n > orca::kLeastImportantPriority) return std::nullopt;
-  return Priority{orca::bucket_of_priority(n), n};
-}
-
-// "1ms", "250us", "0.5s", "0": CPU time per request.
-std::optional<int64_t> parse_duration_ns(std::string_view text) {
-  double value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || value < 0) return std::nullopt;
-  const std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
-  const double scale = unit == "s" ? 1e9 : unit == "ms" ? 1e6 : unit == "us" ? 1e3 : unit == "ns" ? 1.0
-                       : (unit.empty() && value == 0) ? 0.0 : -1.0;
-  if (scale < 0 || value * scale > 60e9) return std::nullopt;
-  return static_cast<int64_t>(value * scale);
-}
-
-struct Options {
-  std::string bind = "127.0.0.1";
-  int port = 8080;
-  std::string orca_dir = "/run/orca";
-  std::string scope;
-  std::vector<std::string> signals = {std::string(orca::kApplicationUtilization)};  // the reference shedder's default
-  std::optional<double> shed_start, critical_start, all_shed;  // unset: the signal's default
-  orca::StalePolicy stale = orca::StalePolicy::fail_open;
-  std::string priority_header = "x-priority";
-  Priority default_priority{orca::Bucket::DEGRADED, 0};
-  int shed_status = 503;
-  int workers = 1;
-  int64_t cost_ns = 1'000'000;
-  bool no_shed = false;
-};
 
 // ------------------------------------------------- reader -> I/O publication
 
@@ -273,92 +225,6 @@ class WorkQueue {
   std::mutex done_mu_;
   std::vector<Job> done_;
 };
-
-// ------------------------------------------------------------------ HTTP/1.1
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-  return true;
-}
-
-struct Request {
-  std::string method, path;
-  bool keep_alive = true;
-  std::optional<std::string> priority;  // the priority header's value
-  bool expect_continue = false;
-  std::size_t length = 0;  // head + body: the bytes this request takes in the buffer
-};
-enum class Parse { incomplete, ok, bad, too_large, unsupported };
-
-// Parses the first request in `buf`: request line, headers, and a body of
-// Content-Length bytes. `incomplete` until all of it is there (then
-// r.expect_continue tells whether the client waits for "100 Continue").
-Parse parse_request(std::string_view buf, std::string_view priority_header, Request& r) {
-  const std::size_t end = buf.find("\r\n\r\n");
-  if (end == std::string_view::npos) return buf.size() > kMaxHead ? Parse::too_large : Parse::incomplete;
-  if (end + 4 > kMaxHead) return Parse::too_large;
-  std::string_view head = buf.substr(0, end + 2);  // every line ends in CRLF
-  auto next_line = [&head] {
-    const std::size_t eol = head.find("\r\n");
-    const std::string_view line = head.substr(0, eol);
-    head.remove_prefix(eol + 2);
-    return line;
-  };
-  // Request line: METHOD SP TARGET SP HTTP/1.x
-  const std::string_view line = next_line();
-  const std::size_t sp1 = line.find(' '), sp2 = line.rfind(' ');
-  if (sp1 == 0 || sp1 == std::string_view::npos || sp2 == sp1) return Parse::bad;
-  const std::string_view version = line.substr(sp2 + 1);
-  if (version != "HTTP/1.1" && version != "HTTP/1.0") return Parse::bad;
-  r.method = std::string(line.substr(0, sp1));
-  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  if (target.empty() || target.find(' ') != std::string_view::npos) return Parse::bad;
-  r.path = std::string(target.substr(0, target.find('?')));
-  r.keep_alive = version == "HTTP/1.1";
-  std::optional<std::size_t> content_length;
-  while (!head.empty()) {
-    const std::string_view h = next_line();
-    const std::size_t colon = h.find(':');
-    if (colon == 0 || colon == std::string_view::npos || h.front() == ' ' || h.front() == '\t') return Parse::bad;
-    const std::string_view name = h.substr(0, colon), value = headroom::trim(h.substr(colon + 1));
-    if (iequals(name, "content-length")) {
-      std::size_t n = 0;
-      const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (value.empty() || ec != std::errc{} || p != value.data() + value.size()) return Parse::bad;
-      if (content_length && *content_length != n) return Parse::bad;  // conflicting lengths
-      content_length = n;
-    } else if (iequals(name, "transfer-encoding")) {
-      return Parse::unsupported;  // chunked bodies are beyond this example
-    } else if (iequals(name, "connection")) {
-      if (iequals(value, "close")) r.keep_alive = false;
-      if (iequals(value, "keep-alive")) r.keep_alive = true;
-    } else if (iequals(name, "expect")) {
-      r.expect_continue = iequals(value, "100-continue");
-    } else if (iequals(name, priority_header)) {
-      r.priority = std::string(value);
-    }
-  }
-  const std::size_t body = content_length.value_or(0);
-  if (body > kMaxBody) return Parse::too_large;
-  r.length = end + 4 + body;
-  return buf.size() < r.length ? Parse::incomplete : Parse::ok;
-}
-
-std::string_view reason_phrase(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 413: return "Content Too Large";
-    case 429: return "Too Many Requests";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Shed";
-  }
-}
 
 // ------------------------------------------------------------ the I/O thread
 
@@ -578,88 +444,64 @@ class Server {
   uint64_t bad_ = 0;
 };
 
-int listen_on(const std::string& bind, int port, std::string& error) {
+// The listening socket, non-blocking.
+headroom::Result<int> listen_on(const std::string& bind, int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::inet_pton(AF_INET, bind.c_str(), &addr.sin_addr) != 1) {
-    error = "--bind " + bind + " is not an IPv4 address";
-    return -1;
-  }
+  if (::inet_pton(AF_INET, bind.c_str(), &addr.sin_addr) != 1)
+    return headroom::logic_error("--bind " + bind + " is not an IPv4 address");
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   const int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, SOMAXCONN) != 0) {
-    error = "cannot listen on " + bind + ":" + std::to_string(port) + ": " + std::strerror(errno);
+    auto error = headroom::system_error(errno, "cannot listen on " + bind + ":" + std::to_string(port));
     if (fd >= 0) ::close(fd);
-    return -1;
+    return error;
   }
   return fd;
+}
+
+// The port on stdout (for scripts and tests), what the server does on stderr.
+void announce(const Options& opt, const orca::ShedderConfig& config, int port) {
+  std::printf("port=%d\n", port);
+  std::fflush(stdout);
+  std::string signals;
+  for (const auto& [name, t] : config.signals) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " (from %g, CRITICAL from %g, all at %g)", t.shed_start, t.critical_start, t.all_shed);
+    signals += (signals.empty() ? "" : ", ") + name + buf;
+  }
+  if (opt.no_shed)
+    std::fprintf(stderr, "%s: listening on %s:%d; --no-shed: serving everything\n", kProgram, opt.bind.c_str(), port);
+  else
+    std::fprintf(stderr, "%s: listening on %s:%d; shedding on %s of %s in %s, stale: %s\n", kProgram,
+                 opt.bind.c_str(), port, signals.c_str(), opt.scope.c_str(), opt.orca_dir.c_str(),
+                 std::string(orca::stale_policy_name(opt.stale)).c_str());
+}
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n", kProgram, message.c_str());
+  return kExitUsage;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options opt;
-  std::string stale_policy = "fail_open", default_priority = "DEGRADED", cost = "1ms";
+  Flags flags;
   CLI::App app{"The reference shedding server: an HTTP/1.1 service that sheds on headroom's report "
                "(examples/shedding-server/README.md).", kProgram};
-  app.add_option("--port", opt.port, "TCP port to listen on; 0 picks a free one")->capture_default_str()
-      ->check(CLI::Range(0, 65535));
-  app.add_option("--bind", opt.bind, "IPv4 address to listen on")->capture_default_str();
-  app.add_option("--orca-dir", opt.orca_dir, "headroomd's report directory (agent.orca_dir)")->capture_default_str();
-  app.add_option("--scope", opt.scope, "The report to shed on: endpoint.<name> or node; required unless --no-shed");
-  app.add_option("--signal", opt.signals, "Signal to shed on, repeatable; the highest drop probability wins")
-      ->capture_default_str();
-  app.add_option("--shed-start", opt.shed_start, "Utilization where non-critical shedding starts (default: the signal's)");
-  app.add_option("--critical-start", opt.critical_start, "Utilization where CRITICAL shedding starts (default: the signal's)");
-  app.add_option("--all-shed", opt.all_shed, "Utilization where everything is shed (default: the signal's)");
-  app.add_option("--stale-policy", stale_policy, "fail_open or use_last")->capture_default_str();
-  app.add_option("--priority-header", opt.priority_header, "Request header carrying the priority")->capture_default_str();
-  app.add_option("--default-priority", default_priority,
-                 "Priority of a request without a valid priority header: a bucket or 1..100")->capture_default_str();
-  app.add_option("--shed-status", opt.shed_status, "HTTP status of a shed response")->capture_default_str()
-      ->check(CLI::Range(400, 599));
-  app.add_option("--workers", opt.workers, "Worker threads")->capture_default_str()->check(CLI::Range(1, 256));
-  app.add_option("--cost", cost, "CPU time each request costs, e.g. 1ms, 250us")->capture_default_str();
-  app.add_flag("--no-shed", opt.no_shed, "Serve everything and read no report (for comparison)");
+  add_flags(app, flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);  // prints help or the error
     return rc == 0 ? 0 : kExitUsage;
   }
-  auto usage_error = [](const std::string& message) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, message.c_str());
-    return kExitUsage;
-  };
-
-  // The values CLI11 cannot check by itself.
-  const auto cost_ns = parse_duration_ns(cost);
-  if (!cost_ns) return usage_error("--cost " + cost + ": expected a duration such as 1ms, 250us or 0.5s (at most 60s)");
-  opt.cost_ns = *cost_ns;
-  const auto prio = parse_priority(default_priority);
-  if (!prio) return usage_error("--default-priority " + default_priority + ": expected CRITICAL, DEGRADED, BEST_EFFORT, BULK or 1..100");
-  opt.default_priority = *prio;
-  const auto policy = orca::parse_stale_policy(stale_policy);
-  if (!policy) return usage_error("--stale-policy " + stale_policy + ": expected fail_open or use_last");
-  opt.stale = *policy;
-  if (opt.priority_header.empty()) return usage_error("--priority-header must not be empty");
-  if (!opt.no_shed && opt.scope.empty())
-    return usage_error("--scope is required: the report to shed on, e.g. --scope endpoint.play (or --no-shed)");
-
-  // The shedder's configuration: each signal with its defaults, overridden
-  // field by field by the flags. validate_config names the offending entry.
-  orca::ShedderConfig config;
-  config.signals.clear();
-  for (const auto& name : opt.signals) {
-    orca::SignalThresholds t = orca::default_thresholds(name);
-    t.shed_start = opt.shed_start.value_or(t.shed_start);
-    t.critical_start = opt.critical_start.value_or(t.critical_start);
-    t.all_shed = opt.all_shed.value_or(t.all_shed);
-    config.signals.emplace_back(name, t);
-  }
-  config.stale = opt.stale;
+  auto options = options_of(flags);
+  if (!options) return usage_error(options.error().message);
+  const Options& opt = *options;
+  const orca::ShedderConfig config = shedder_config(opt);
   auto shedder = orca::Shedder::create(config);
   if (!shedder) return usage_error("--signal: " + shedder.error().message);
 
@@ -673,12 +515,12 @@ int main(int argc, char** argv) {
   const int signal_fd = ::signalfd(-1, &stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
   const int event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 
-  std::string error;
-  const int listen_fd = listen_on(opt.bind, opt.port, error);
-  if (listen_fd < 0) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, error.c_str());
+  const auto listening = listen_on(opt.bind, opt.port);
+  if (!listening) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, listening.error().message.c_str());
     return 1;
   }
+  const int listen_fd = *listening;
   sockaddr_in bound{};
   socklen_t len = sizeof bound;
   ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
@@ -690,22 +532,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < opt.workers; ++i) threads.emplace_back([&] { queue.work(opt.cost_ns, stop); });
   if (!opt.no_shed)
     threads.emplace_back([&, s = std::move(*shedder)]() mutable { reader_loop(opt, std::move(s), published, stop); });
-
-  std::printf("port=%d\n", ntohs(bound.sin_port));
-  std::fflush(stdout);
-  std::string signals;
-  for (const auto& [name, t] : config.signals) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, " (from %g, CRITICAL from %g, all at %g)", t.shed_start, t.critical_start, t.all_shed);
-    signals += (signals.empty() ? "" : ", ") + name + buf;
-  }
-  if (opt.no_shed)
-    std::fprintf(stderr, "%s: listening on %s:%d; --no-shed: serving everything\n", kProgram, opt.bind.c_str(),
-                 ntohs(bound.sin_port));
-  else
-    std::fprintf(stderr, "%s: listening on %s:%d; shedding on %s of %s in %s, stale: %s\n", kProgram,
-                 opt.bind.c_str(), ntohs(bound.sin_port), signals.c_str(), opt.scope.c_str(), opt.orca_dir.c_str(),
-                 std::string(orca::stale_policy_name(opt.stale)).c_str());
+  announce(opt, config, ntohs(bound.sin_port));
 
   {
     Server server(opt, listen_fd, signal_fd, event_fd, queue, published);

@@ -215,14 +215,21 @@ lg::Options options(uint16_t port, std::vector<lg::Phase> phases, nanoseconds ti
   return o;
 }
 
-std::map<lg::Outcome, int> outcomes(const lg::Result& r) {
+// A run whose options are valid: its records (the test fails if the engine refused).
+lg::RunResult run_ok(const lg::Options& o) {
+  auto r = lg::run(o);
+  EXPECT_TRUE(r.ok()) << r.error().to_string();
+  return r.ok() ? std::move(r).value() : lg::RunResult{};
+}
+
+std::map<lg::Outcome, int> outcomes(const lg::RunResult& r) {
   std::map<lg::Outcome, int> m;
   for (const auto& rec : r.records) ++m[rec.outcome];
   return m;
 }
 
 // Records are in schedule order, one per scheduled request.
-void expect_schedule_order(const lg::Result& r) {
+void expect_schedule_order(const lg::RunResult& r) {
   for (std::size_t i = 1; i < r.records.size(); ++i)
     ASSERT_LE(r.records[i - 1].scheduled_ns, r.records[i].scheduled_ns) << "record " << i;
 }
@@ -232,7 +239,7 @@ TEST(Loadgen, LatencyMatchesTheServersDelay) {
   TempDir dir;
   auto server = start_test_server(dir, {"--delay", "/=20ms"});
   ASSERT_NE(server.port, 0);
-  const auto r = lg::run(options(server.port, {{seconds(2), 200}}, seconds(1)));
+  const auto r = run_ok(options(server.port, {{seconds(2), 200}}, seconds(1)));
   ASSERT_NEAR(static_cast<double>(r.records.size()), 400, 1);
   expect_schedule_order(r);
   std::vector<int64_t> lat;
@@ -265,7 +272,7 @@ TEST(Loadgen, OpenLoopAgainstAServerStoppedHalfway) {
     server.proc->signal(SIGSTOP);
   });
   const auto began = Clock::now();
-  const auto r = lg::run(o);
+  const auto r = run_ok(o);
   const double took = since_ms(began);
   stopper.join();
   server.proc->signal(SIGCONT);
@@ -301,7 +308,7 @@ TEST(Loadgen, UnreachablePortIsConnectErrors) {
   ::close(s);
 
   const auto began = Clock::now();
-  const auto r = lg::run(options(port, {{seconds(1), 100}}, milliseconds(500)));
+  const auto r = run_ok(options(port, {{seconds(1), 100}}, milliseconds(500)));
   const double took = since_ms(began);
   EXPECT_NEAR(static_cast<double>(r.records.size()), 100, 1);
   for (const auto& rec : r.records) ASSERT_EQ(rec.outcome, lg::Outcome::connect_error);
@@ -317,7 +324,7 @@ TEST(Loadgen, UnreachablePortIsConnectErrors) {
 TEST(Loadgen, ServerThatNeverAnswersIsTimeouts) {
   TinyServer server(TinyServer::Mode::hold);
   const auto began = Clock::now();
-  const auto r = lg::run(options(server.port(), {{seconds(1), 100}}, milliseconds(300)));
+  const auto r = run_ok(options(server.port(), {{seconds(1), 100}}, milliseconds(300)));
   const double took = since_ms(began);
   EXPECT_NEAR(static_cast<double>(r.records.size()), 100, 1);
   for (const auto& rec : r.records) ASSERT_EQ(rec.outcome, lg::Outcome::timeout);
@@ -331,7 +338,7 @@ TEST(Loadgen, ServerThatNeverAnswersIsTimeouts) {
 TEST(Loadgen, ServerThatClosesAtOnceIsClosed) {
   TinyServer server(TinyServer::Mode::close);
   const auto began = Clock::now();
-  const auto r = lg::run(options(server.port(), {{seconds(1), 100}}, seconds(2)));
+  const auto r = run_ok(options(server.port(), {{seconds(1), 100}}, seconds(2)));
   const double took = since_ms(began);
   EXPECT_NEAR(static_cast<double>(r.records.size()), 100, 1);
   int closed = 0;
@@ -363,7 +370,7 @@ TEST(Loadgen, StopFdStopsAtOnce) {
     EXPECT_EQ(::write(efd, &one, sizeof one), 8);
     after_ns = Clock::now().time_since_epoch().count();
   });
-  const auto r = lg::run(o);
+  const auto r = run_ok(o);
   const auto returned = Clock::now();
   stopper.join();
   ::close(efd);
@@ -390,7 +397,7 @@ TEST(Loadgen, ClassSharesAndPriorityHeader) {
   auto o = options(server.port(), {{milliseconds(500), 600}, {milliseconds(500), 1400}}, seconds(1));
   o.priority_header = "x-test-class";
   o.classes = {{"c1", 1}, {"c2", 2}, {"c3", 3}, {"c4", 4}};
-  const auto r = lg::run(o);
+  const auto r = run_ok(o);
   ASSERT_NEAR(static_cast<double>(r.records.size()), 1000, 1);
   std::vector<int> counts(4, 0);
   std::map<std::string, int> answered;
@@ -415,7 +422,7 @@ TEST(Loadgen, ClassSharesAndPriorityHeader) {
 
   // An empty value: no header at all.
   TinyServer bare(TinyServer::Mode::answer, milliseconds(0), "x-priority");
-  const auto r2 = lg::run(options(bare.port(), {{milliseconds(100), 500}}, seconds(1)));
+  const auto r2 = run_ok(options(bare.port(), {{milliseconds(100), 500}}, seconds(1)));
   const auto seen2 = bare.header_counts();
   EXPECT_EQ(seen2.size(), 1u);
   EXPECT_EQ(seen2.count("") ? seen2.at("") : 0, static_cast<int>(r2.records.size()));
@@ -430,7 +437,7 @@ TEST(Loadgen, KnownCapacityServer) {
   const std::vector<double> offered = {100, 300, 500};
   std::vector<lg::Phase> phases;
   for (double rate : offered) phases.push_back({seconds(2), rate});
-  const auto r = lg::run(options(server.port, phases, seconds(1)));
+  const auto r = run_ok(options(server.port, phases, seconds(1)));
   for (std::size_t p = 0; p < offered.size(); ++p) {
     std::map<int, int> status;
     int other = 0;
@@ -464,7 +471,7 @@ TEST(Loadgen, MaxConnectionsCapHolds) {
   // A timeout none reaches: the run ends with the last answer.
   auto o = options(server.port(), {{seconds(1), 100}}, seconds(10));
   o.max_connections = 4;
-  const auto r = lg::run(o);
+  const auto r = run_ok(o);
   ASSERT_NEAR(static_cast<double>(r.records.size()), 100, 1);
   int64_t max_latency = 0;
   for (const auto& rec : r.records) {
@@ -526,7 +533,7 @@ TEST(Loadgen, ResponseFramingOverTheWire) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     TinyServer server(c.script, milliseconds(1));
-    const auto r = lg::run(options(server.port(), {{milliseconds(300), 50}}, seconds(1)));
+    const auto r = run_ok(options(server.port(), {{milliseconds(300), 50}}, seconds(1)));
     ASSERT_NEAR(static_cast<double>(r.records.size()), 15, 1);
     for (const auto& rec : r.records) {
       ASSERT_EQ(rec.outcome, c.outcome) << static_cast<int>(rec.outcome);

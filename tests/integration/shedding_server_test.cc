@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "headroom/orca/clock.h"
 #include "headroom/orca/names.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_writer.h"
@@ -47,10 +48,7 @@ constexpr const char* kScope = "endpoint.play";
 constexpr const char* kFile = "endpoint.play.orca";
 const char* const kBuckets[] = {"CRITICAL", "DEGRADED", "BEST_EFFORT", "BULK"};
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using headroom::orca::unix_now_ms;
 
 // An endpoint report as headroomd writes it. The long interval keeps it
 // fresh for three minutes however slow the machine is.
@@ -60,7 +58,7 @@ orca::Report endpoint_report(double concurrency, uint64_t seq, int64_t timestamp
   r.set_application_utilization(concurrency);
   (*r.mutable_utilization())[std::string(orca::kSignalConcurrency)] = concurrency;
   auto& nm = *r.mutable_named_metrics();
-  nm[std::string(orca::kTimestampMsKey)] = static_cast<double>(timestamp_ms != 0 ? timestamp_ms : now_ms());
+  nm[std::string(orca::kTimestampMsKey)] = static_cast<double>(timestamp_ms != 0 ? timestamp_ms : unix_now_ms());
   nm[std::string(orca::kSeqKey)] = static_cast<double>(seq);
   nm[std::string(orca::kIntervalMsKey)] = interval_ms;
   return r;
@@ -351,7 +349,7 @@ TEST_F(SheddingServer, FollowsTheReportWithin300ms) {
 // last values but never CRITICAL. A report that simply stops being
 // refreshed turns stale without any file event.
 TEST_F(SheddingServer, StaleReportFailsOpenOrUsesTheLastValues) {
-  publish(0.95, now_ms() - 60'000, 100);  // a minute old, interval 100 ms
+  publish(0.95, unix_now_ms() - 60'000, 100);  // a minute old, interval 100 ms
   const double p_critical = orca::shed_probability(0.95, orca::Bucket::CRITICAL, concurrency_);
   ASSERT_GT(p_critical, 0.3);  // fresh, CRITICAL would be shed often: the test can tell
   {

@@ -286,7 +286,7 @@ TEST(BufferVerdict, ExpectationsAndSpikeChecks) {
                                       step(1, 100, 100, 0, 0, b::StepKind::recovery)};
   steps[0].by_class = steps[2].by_class = {b::Counts{}, b::Counts{}};
   const auto buffers = b::compute_buffers(steps, 100, b::BufferRules{});
-  lg::Result run;
+  lg::RunResult run;
   run.records = {response(0, 200, 1)};
   b::Expectations ex;
   ex.success_buffer = 0.3;
@@ -307,7 +307,7 @@ TEST(BufferVerdict, ExpectationsAndSpikeChecks) {
   steps[2].by_class = {b::Counts{}, b::Counts{}};
   EXPECT_FALSE(b::judge_run(steps, mix, buffers, ex, b::BufferRules{}, run).passed);
 
-  lg::Result silent;
+  lg::RunResult silent;
   silent.first_error = "connect 127.0.0.1:9: Connection refused";
   lg::Record timeout;
   timeout.outcome = lg::Outcome::connect_error;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "headroom/orca/clock.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_writer.h"
 #include "process.h"
@@ -43,10 +44,7 @@ CtlRun run_ctl(const std::vector<std::string>& args) {
   return {r.code, r.out, r.err};
 }
 
-int64_t unix_now_ms() {
-  using std::chrono::milliseconds;
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+using orca::unix_now_ms;
 
 // A report as headroomd writes it; timestamp_ms defaults to now.
 orca::Report report(double u, int64_t timestamp_ms = 0, double interval_ms = 60'000) {
@@ -124,6 +122,23 @@ TEST_F(CtlShed, LowUtilizationShedsNothing) {
   const auto drops = drop_lines(r.out);
   ASSERT_EQ(drops.size(), 4u) << r.out;
   for (const auto& l : drops) EXPECT_TRUE(ends_with(l, " 0.0 %")) << l;
+}
+
+// --orca-dir, as headroomd and `headroomctl buffer` name the directory, and
+// --dir, its first name, read the same file.
+TEST_F(CtlShed, OrcaDirAndDirNameTheSameDirectory) {
+  write("node.orca", report(0.7));
+  const CtlRun by_orca_dir = run_ctl({"--orca-dir", dir_});
+  const CtlRun by_dir = run_ctl({"--dir", dir_});
+  ASSERT_EQ(by_orca_dir.status, 0) << by_orca_dir.err;
+  ASSERT_EQ(by_dir.status, 0) << by_dir.err;
+  EXPECT_EQ(by_orca_dir.out.rfind(dir_ + "/node.orca: seq 9, ", 0), 0u) << by_orca_dir.out;
+  EXPECT_EQ(drop_lines(by_orca_dir.out), drop_lines(by_dir.out)) << by_orca_dir.out << by_dir.out;
+  const CtlRun missing = run_ctl({"--orca-dir", dir_ + "/nope"});
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find(dir_ + "/nope/node.orca"), std::string::npos) << missing.err;
+  const CtlRun help = run_ctl({"--help"});
+  EXPECT_NE(help.out.find("--orca-dir,--dir"), std::string::npos) << help.out;
 }
 
 TEST_F(CtlShed, SeventyPercentShedsBulkAndPartOfBestEffort) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "headroom/orca/clock.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_writer.h"
 
@@ -119,9 +120,7 @@ bool has_row(const std::string& frame, const std::string& scope) {
   return frame.find("\n" + scope + " ") != std::string::npos;
 }
 
-int64_t unix_now_ms() {
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+using orca::unix_now_ms;
 
 orca::Report report(uint64_t seq, double cpu) {
   orca::Report r;
@@ -282,6 +281,22 @@ TEST_F(HeadroomctlCli, WatchPrintsFrames) {
     EXPECT_EQ(f.find(".node.orca.999"), std::string::npos) << f;
     EXPECT_EQ(f.find("\x1b["), std::string::npos) << "no escape codes when not a terminal\n" << f;
   }
+}
+
+// watch takes the directory as DIR or, as headroomd and the other commands
+// name it, --orca-dir; not both.
+TEST_F(HeadroomctlCli, WatchTakesTheDirectoryAsOrcaDir) {
+  write_report(dir_, "node.orca", report(5, 0.632));
+  const CtlRun r = run_ctl({"watch", "--orca-dir", dir_, "--count", "1", "--interval-ms", "100"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  const auto frames = frames_of(r.out);
+  ASSERT_EQ(frames.size(), 1u) << r.out;
+  EXPECT_NE(frames[0].find(dir_), std::string::npos) << frames[0];
+  EXPECT_TRUE(has_row(frames[0], "node")) << frames[0];
+  EXPECT_NE(frames[0].find("63.2 %"), std::string::npos) << frames[0];
+  const CtlRun both = run_ctl({"watch", dir_, "--orca-dir", dir_, "--count", "1"});
+  EXPECT_EQ(both.status, 64) << both.out;
+  EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
 }
 
 TEST_F(HeadroomctlCli, WatchPicksUpNewFile) {

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// loadgen::parse_response (agent/ctl/loadgen.h): complete, incomplete and
+// loadgen::parse_response (agent/ctl/http_response.h): complete, incomplete and
 // malformed HTTP/1.x responses, as tables; and every response fed in pieces,
 // which must stay incomplete until its last byte.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -180,8 +179,9 @@ TEST(LoadgenParse, ChunkedSplitAcrossReads) {
   }
 }
 
-// The engine validates its options before it opens anything.
-TEST(LoadgenOptions, BadOptionsThrow) {
+// The engine validates its options before it opens anything: each bad one
+// is an error (code 0, not a system error) that says what is wrong.
+TEST(LoadgenOptions, BadOptionsAreErrors) {
   auto valid = [] {
     lg::Options o;
     o.target.addr.ss_family = AF_INET;
@@ -190,36 +190,35 @@ TEST(LoadgenOptions, BadOptionsThrow) {
     o.classes = {{"", 1}};
     return o;
   };
-  EXPECT_NO_THROW(lg::run(valid()));  // zero requests: returns at once
   {
-    auto o = valid();
-    o.classes.clear();
-    EXPECT_THROW(lg::run(o), std::invalid_argument);
+    const auto r = lg::run(valid());  // zero requests: returns at once
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_TRUE(r->records.empty());
   }
-  {
+  struct BadOption {
+    const char* what;
+    void (*spoil)(lg::Options&);
+    const char* message;
+  };
+  const BadOption cases[] = {
+      {"no classes", [](lg::Options& o) { o.classes.clear(); }, "loadgen: no request classes"},
+      {"negative rate", [](lg::Options& o) { o.phases[0].rate = -1; }, "loadgen: a phase's rate must be >= 0"},
+      {"no connections", [](lg::Options& o) { o.max_connections = 0; }, "loadgen: max_connections must be at least 1"},
+      {"zero weight", [](lg::Options& o) { o.classes[0].weight = 0; },
+       "loadgen: a request class's weight must be a positive number"},
+      {"header injection", [](lg::Options& o) { o.classes = {{"bad\r\nInjected: yes", 1}}; },
+       "loadgen: bad priority header value"},
+      {"no address", [](lg::Options& o) { o.target.addr_len = 0; },
+       "loadgen: the target address is not an IPv4 or IPv6 socket address"},
+      {"bad stop_fd", [](lg::Options& o) { o.stop_fd = 1 << 20; }, "loadgen: stop_fd cannot be polled: Bad file descriptor"},
+  };
+  for (const auto& c : cases) {
     auto o = valid();
-    o.phases[0].rate = -1;
-    EXPECT_THROW(lg::run(o), std::invalid_argument);
-  }
-  {
-    auto o = valid();
-    o.max_connections = 0;
-    EXPECT_THROW(lg::run(o), std::invalid_argument);
-  }
-  {
-    auto o = valid();
-    o.classes[0].weight = 0;
-    EXPECT_THROW(lg::run(o), std::invalid_argument);
-  }
-  {
-    auto o = valid();
-    o.classes = {{"bad\r\nInjected: yes", 1}};
-    EXPECT_THROW(lg::run(o), std::invalid_argument);
-  }
-  {
-    auto o = valid();
-    o.target.addr_len = 0;
-    EXPECT_THROW(lg::run(o), std::invalid_argument);
+    c.spoil(o);
+    const auto r = lg::run(o);
+    ASSERT_FALSE(r.ok()) << c.what;
+    EXPECT_EQ(r.error().message, c.message) << c.what;
+    EXPECT_EQ(r.error().code, 0) << c.what;
   }
 }
 

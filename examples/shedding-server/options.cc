@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+// The shedding server's command line (options.h).
+#include "options.h"
+
+#include <charconv>
+#include <system_error>
+
+#include <headroom/orca/text.h>
+
+namespace shedding_server {
+
+// "critical", "BEST_EFFORT", "best-effort" (any case), or 1..100. Numbers
+// outside 1..100 are refused rather than clamped: a typo should not become
+// the most important priority.
+std::optional<Priority> parse_priority(std::string_view text) {
+  text = headroom::trim(text);
+  if (auto bucket = orca::parse_bucket(text)) return Priority{*bucket, 0};
+  int n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  if (n < orca::kMostImportantPriority || n > orca::kLeastImportantPriority) return std::nullopt;
+  return Priority{orca::bucket_of_priority(n), n};
+}
+
+// "1ms", "250us", "0.5s", "0": CPU time per request.
+std::optional<int64_t> parse_duration_ns(std::string_view text) {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || value < 0) return std::nullopt;
+  const std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
+  const double scale = unit == "s" ? 1e9 : unit == "ms" ? 1e6 : unit == "us" ? 1e3 : unit == "ns" ? 1.0
+                       : (unit.empty() && value == 0) ? 0.0 : -1.0;
+  if (scale < 0 || value * scale > 60e9) return std::nullopt;
+  return static_cast<int64_t>(value * scale);
+}
+
+void add_flags(CLI::App& app, Flags& f) {
+  Options& o = f.options;
+  app.add_option("--port", o.port, "TCP port to listen on; 0 picks a free one")->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--bind", o.bind, "IPv4 address to listen on")->capture_default_str();
+  app.add_option("--orca-dir", o.orca_dir, "headroomd's report directory (agent.orca_dir)")->capture_default_str();
+  app.add_option("--scope", o.scope, "The report to shed on: endpoint.<name> or node; required unless --no-shed");
+  app.add_option("--signal", o.signals, "Signal to shed on, repeatable; the highest drop probability wins")
+      ->capture_default_str();
+  app.add_option("--shed-start", o.shed_start, "Utilization where non-critical shedding starts (default: the signal's)");
+  app.add_option("--critical-start", o.critical_start, "Utilization where CRITICAL shedding starts (default: the signal's)");
+  app.add_option("--all-shed", o.all_shed, "Utilization where everything is shed (default: the signal's)");
+  app.add_option("--stale-policy", f.stale_policy, "fail_open or use_last")->capture_default_str();
+  app.add_option("--priority-header", o.priority_header, "Request header carrying the priority")->capture_default_str();
+  app.add_option("--default-priority", f.default_priority,
+                 "Priority of a request without a valid priority header: a bucket or 1..100")->capture_default_str();
+  app.add_option("--shed-status", o.shed_status, "HTTP status of a shed response")->capture_default_str()
+      ->check(CLI::Range(400, 599));
+  app.add_option("--workers", o.workers, "Worker threads")->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_option("--cost", f.cost, "CPU time each request costs, e.g. 1ms, 250us")->capture_default_str();
+  app.add_flag("--no-shed", o.no_shed, "Serve everything and read no report (for comparison)");
+}
+
+headroom::Result<Options> options_of(const Flags& f) {
+  Options opt = f.options;
+  const auto cost_ns = parse_duration_ns(f.cost);
+  if (!cost_ns)
+    return headroom::logic_error("--cost " + f.cost + ": expected a duration such as 1ms, 250us or 0.5s (at most 60s)");
+  opt.cost_ns = *cost_ns;
+  const auto prio = parse_priority(f.default_priority);
+  if (!prio)
+    return headroom::logic_error("--default-priority " + f.default_priority +
+                                 ": expected CRITICAL, DEGRADED, BEST_EFFORT, BULK or 1..100");
+  opt.default_priority = *prio;
+  const auto policy = orca::parse_stale_policy(f.stale_policy);
+  if (!policy) return headroom::logic_error("--stale-policy " + f.stale_policy + ": expected fail_open or use_last");
+  opt.stale = *policy;
+  if (opt.priority_header.empty()) return headroom::logic_error("--priority-header must not be empty");
+  if (!opt.no_shed && opt.scope.empty())
+    return headroom::logic_error("--scope is required: the report to shed on, e.g. --scope endpoint.play (or --no-shed)");
+  return opt;
+}
+
+orca::ShedderConfig shedder_config(const Options& opt) {
+  orca::ShedderConfig config;
+  config.signals.clear();
+  for (const auto& name : opt.signals) {
+    orca::SignalThresholds t = orca::default_thresholds(name);
+    t.shed_start = opt.shed_start.value_or(t.shed_start);
+    t.critical_start = opt.critical_start.value_or(t.critical_start);
+    t.all_shed = opt.all_shed.value_or(t.all_shed);
+    config.signals.emplace_back(name, t);
+  }
+  config.stale = opt.stale;
+  return config;
+}
+
+}  // namespace shedding_server

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// The shedding server's command line (server.cc): its flags, the values
+// CLI11 cannot check by itself, and the reference shedder's configuration
+// they ask for.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <headroom/orca/names.h>
+#include <headroom/orca/result.h>
+#include <headroom/orca/shedder.h>
+
+namespace shedding_server {
+
+namespace orca = headroom::orca;
+
+// A request's priority: a bucket as a whole (level 0) or a numeric level 1..100.
+struct Priority {
+  orca::Bucket bucket = orca::Bucket::DEGRADED;
+  int level = 0;
+};
+
+// "critical", "BEST_EFFORT", "best-effort" (any case), or 1..100. Numbers
+// outside 1..100 are refused rather than clamped: a typo should not become
+// the most important priority.
+std::optional<Priority> parse_priority(std::string_view text);
+
+// "1ms", "250us", "0.5s", "0": CPU time per request.
+std::optional<int64_t> parse_duration_ns(std::string_view text);
+
+struct Options {
+  std::string bind = "127.0.0.1";
+  int port = 8080;
+  std::string orca_dir = "/run/orca";
+  std::string scope;
+  std::vector<std::string> signals = {std::string(orca::kApplicationUtilization)};  // the reference shedder's default
+  std::optional<double> shed_start, critical_start, all_shed;  // unset: the signal's default
+  orca::StalePolicy stale = orca::StalePolicy::fail_open;
+  std::string priority_header = "x-priority";
+  Priority default_priority{orca::Bucket::DEGRADED, 0};
+  int shed_status = 503;
+  int workers = 1;
+  int64_t cost_ns = 1'000'000;
+  bool no_shed = false;
+};
+
+// The flags as given, before the values CLI11 cannot check are parsed.
+struct Flags {
+  Options options;
+  std::string stale_policy = "fail_open", default_priority = "DEGRADED", cost = "1ms";
+};
+
+// Declares every flag on `app`, bound to `flags`.
+void add_flags(CLI::App& app, Flags& flags);
+
+// The options the flags say; an error names the flag and what it expects.
+headroom::Result<Options> options_of(const Flags& flags);
+
+// Each signal with its defaults, overridden field by field by the flags.
+// orca::Shedder::create validates it and names the offending entry.
+orca::ShedderConfig shedder_config(const Options& opt);
+
+}  // namespace shedding_server
