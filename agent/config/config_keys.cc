@@ -44,7 +44,7 @@ bool set_unsafe_orca_dir(KeyValue& v) {
 bool set_interval(KeyValue& v) {
   const auto d = v.duration();
   if (!d) return false;
-  if (auto err = check_interval(*d, v.str())) return v.fail(std::move(*err));
+  if (auto r = check_interval(*d, v.str()); !r) return v.fail(std::move(r).error());
   v.config.interval = *d;
   return true;
 }
@@ -52,7 +52,7 @@ bool set_interval(KeyValue& v) {
 bool set_smoothing(KeyValue& v) {
   const auto d = v.duration();
   if (!d) return false;
-  if (auto err = check_smoothing(*d, v.str())) return v.fail(std::move(*err));
+  if (auto r = check_smoothing(*d, v.str()); !r) return v.fail(std::move(r).error());
   v.config.smoothing = *d;
   return true;
 }
@@ -226,13 +226,13 @@ bool set_weights(KeyValue& v) {
 // -- [[envoy]] ---------------------------------------------------------------
 
 bool set_envoy_scope(KeyValue& v) {
-  if (auto err = check_envoy_scope(v.str())) return v.fail(std::move(*err));
+  if (auto r = check_envoy_scope(v.str()); !r) return v.fail(std::move(r).error());
   v.envoy->scope = v.str();
   return true;
 }
 
 bool set_envoy_value(KeyValue& v) {
-  if (auto err = check_envoy_value(v.str())) return v.fail(std::move(*err));
+  if (auto r = check_envoy_value(v.str()); !r) return v.fail(std::move(r).error());
   v.envoy->value = v.str();
   // After the whole file: [node] may come after [[envoy]].
   v.later([value = v.str()](const Config& c) { return check_envoy_value_signal(value, c); });
@@ -243,8 +243,8 @@ bool set_envoy_file(KeyValue& v) {
   auto p = v.absolute_path(kEnvoyFileExample);
   if (!p) return false;
   auto normal = envoy_file_path(*p, kEnvoyFileExample);
-  if (auto* err = std::get_if<ConfigError>(&normal)) return v.fail(std::move(*err));
-  v.envoy->file = std::move(std::get<std::string>(normal));
+  if (!normal) return v.fail(std::move(normal).error());
+  v.envoy->file = std::move(normal).value();
   return true;
 }
 
@@ -259,26 +259,26 @@ bool set_envoy_neutral(KeyValue& v) {
 // -- [[endpoint]] ------------------------------------------------------------
 
 bool set_endpoint_name(KeyValue& v) {
-  if (auto err = check_endpoint_name(v.str())) return v.fail(std::move(*err));
+  if (auto r = check_endpoint_name(v.str()); !r) return v.fail(std::move(r).error());
   v.endpoint->name = v.str();
   return true;
 }
 
 bool set_endpoint_port(KeyValue& v) {
   const std::int64_t port = v.node.as_integer()->get();
-  if (auto err = check_endpoint_port(port, std::to_string(port))) return v.fail(std::move(*err));
+  if (auto r = check_endpoint_port(port, std::to_string(port)); !r) return v.fail(std::move(r).error());
   v.endpoint->port = static_cast<uint16_t>(port);
   return true;
 }
 
 bool set_endpoint_path(KeyValue& v) {
-  if (auto err = check_endpoint_path(v.str())) return v.fail(std::move(*err));
+  if (auto r = check_endpoint_path(v.str()); !r) return v.fail(std::move(r).error());
   v.endpoint->path = v.str();
   return true;
 }
 
 bool set_endpoint_protocol(KeyValue& v) {
-  if (auto err = check_endpoint_protocol(v.str())) return v.fail(std::move(*err));
+  if (auto r = check_endpoint_protocol(v.str()); !r) return v.fail(std::move(r).error());
   v.endpoint->protocol = *parse_endpoint_protocol(v.str());
   return true;
 }
@@ -286,7 +286,7 @@ bool set_endpoint_protocol(KeyValue& v) {
 bool set_endpoint_target(KeyValue& v) {
   const auto d = v.duration();
   if (!d) return false;
-  if (auto err = check_endpoint_target(*d)) return v.fail(std::move(*err));
+  if (auto r = check_endpoint_target(*d); !r) return v.fail(std::move(r).error());
   v.endpoint->target = *d;
   return true;
 }
@@ -301,7 +301,7 @@ bool set_endpoint_max(KeyValue& v) {
 
 bool set_max_concurrency(KeyValue& v) {
   const std::int64_t n = v.node.as_integer()->get();
-  if (auto err = check_max_concurrency(n, std::to_string(n))) return v.fail(std::move(*err));
+  if (auto r = check_max_concurrency(n, std::to_string(n)); !r) return v.fail(std::move(r).error());
   v.endpoint->max_concurrency = static_cast<uint32_t>(n);
   return true;
 }
@@ -310,7 +310,7 @@ bool set_max_concurrency(KeyValue& v) {
 
 bool set_prometheus_listen(KeyValue& v) {
   if (!v.str().empty())
-    if (auto err = check_listen_address(v.str())) return v.fail(std::move(*err));
+    if (auto r = check_listen_address(v.str()); !r) return v.fail(std::move(r).error());
   v.config.prometheus.listen = v.str();
   return true;
 }
@@ -324,15 +324,15 @@ bool set_prometheus_textfile(KeyValue& v) {
   auto p = v.absolute_path(kExample);
   if (!p) return false;
   auto normal = textfile_path(*p);
-  if (auto* err = std::get_if<ConfigError>(&normal)) return v.fail(std::move(*err));
-  v.config.prometheus.textfile = std::move(std::get<std::string>(normal));
+  if (!normal) return v.fail(std::move(normal).error());
+  v.config.prometheus.textfile = std::move(normal).value();
   return true;
 }
 
 bool set_textfile_interval(KeyValue& v) {
   const auto d = v.duration();
   if (!d) return false;
-  if (auto err = check_textfile_interval(*d, v.str())) return v.fail(std::move(*err));
+  if (auto r = check_textfile_interval(*d, v.str()); !r) return v.fail(std::move(r).error());
   v.config.prometheus.textfile_interval = *d;
   return true;
 }
@@ -357,8 +357,8 @@ bool set_oob_listen(KeyValue& v) {
       v.reader.type_error(e, ekey, "an address string such as \"127.0.0.1:9447\" or \"unix:/run/orca/oob.sock\"");
       return false;
     }
-    if (auto err = check_oob_address(s->get())) {
-      v.reader.error(e, ekey, err->message);
+    if (auto r = check_oob_address(s->get()); !r) {
+      v.reader.error(e, ekey, r.error().message);
       return false;
     }
     if (std::find(out.begin(), out.end(), s->get()) != out.end()) {

@@ -128,8 +128,8 @@ std::string choices(std::string_view word, Names candidates, std::string_view wh
   return hint.empty() ? "; valid " + list : hint + " Valid " + list;
 }
 
-ConfigError problem(std::string message, std::string key) {
-  ConfigError e;
+Error problem(std::string message, std::string key) {
+  Error e;
   e.key = std::move(key);
   e.message = std::move(message);
   return e;

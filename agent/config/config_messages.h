@@ -40,6 +40,6 @@ std::string choices(std::string_view word, Names candidates, std::string_view wh
 
 // An error not yet placed in a file: the caller that knows where the value
 // was written fills in file, line, column and, when empty, the key.
-ConfigError problem(std::string message, std::string key = {});
+Error problem(std::string message, std::string key = {});
 
 }  // namespace headroom::agent

@@ -84,11 +84,11 @@ int usage(const std::string& message) {
 
 std::optional<nanoseconds> duration_option(const char* flag, const std::string& text, std::string& error) {
   auto d = agent::parse_duration_checked(text);
-  if (auto* e = std::get_if<agent::ConfigError>(&d)) {
-    error = std::string(flag) + " " + text + ": " + e->message;
+  if (!d) {
+    error = std::string(flag) + " " + text + ": " + d.error().message;
     return std::nullopt;
   }
-  return std::get<nanoseconds>(d);
+  return *d;
 }
 
 // "host:port/path", "http://host:port/path", "[::1]:8080/x".

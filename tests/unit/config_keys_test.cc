@@ -96,7 +96,7 @@ TEST(ConfigKeyTable, EveryRowIsParsed) {
     const std::string text = section.repeated ? entry_with(row.section, row.key, "2024-01-02")
                                               : "[" + std::string(row.section) + "]\n" + std::string(row.key) +
                                                     " = 2024-01-02\n";
-    const ConfigError e = must_fail(text);
+    const Error e = must_fail(text);
     const std::string key = std::string(row.section) + (section.repeated ? "[0]." : ".") + std::string(row.key);
     EXPECT_EQ(e.key, key) << e.to_string();
     EXPECT_THAT(e.message, HasSubstr("got date 2024-01-02")) << e.to_string();
@@ -112,7 +112,7 @@ TEST(ConfigKeyTable, ParserKnowsNoKeyBeyondTheTable) {
     for (std::string_view k : keys_in(section.name)) list += (list.empty() ? "" : ", ") + std::string(k);
     const std::string text = section.repeated ? entry_with(section.name, "zzzzzzzzzz", "1")
                                               : "[" + std::string(section.name) + "]\nzzzzzzzzzz = 1\n";
-    const ConfigError e = must_fail(text);
+    const Error e = must_fail(text);
     EXPECT_THAT(e.message, HasSubstr("are " + list)) << e.to_string();
     EXPECT_TRUE(e.message.ends_with(list)) << e.to_string();
   }
@@ -202,11 +202,11 @@ TEST_P(ConfigBounds, AcceptOrNameTheKey) {
   const BoundCase& c = GetParam();
   auto r = parse_config(c.text, "test.toml");
   if (c.accepted) {
-    EXPECT_TRUE(std::holds_alternative<Config>(r)) << std::get<ConfigError>(r).to_string();
+    EXPECT_TRUE(r.ok()) << r.error().to_string();
     return;
   }
-  ASSERT_TRUE(std::holds_alternative<ConfigError>(r)) << c.text;
-  const ConfigError& e = std::get<ConfigError>(r);
+  ASSERT_TRUE(!r.ok()) << c.text;
+  const Error& e = r.error();
   EXPECT_EQ(e.key, c.key) << e.to_string();
   EXPECT_GT(e.line, 0) << e.to_string();
   EXPECT_THAT(e.to_string(), ::testing::StartsWith("test.toml:" + std::to_string(e.line) + ":")) << e.to_string();
@@ -242,7 +242,7 @@ INSTANTIATE_TEST_SUITE_P(Table, ConfigBounds, ::testing::ValuesIn(kBoundCases),
                          [](const ::testing::TestParamInfo<BoundCase>& p) { return std::string(p.param.name); });
 
 TEST(ConfigBounds, WindowErrorIsAtTheSmoothingKey) {
-  const ConfigError e = must_fail("[agent]\nsmoothing = \"5m\"\ninterval = \"20ms\"\n");
+  const Error e = must_fail("[agent]\nsmoothing = \"5m\"\ninterval = \"20ms\"\n");
   EXPECT_EQ(e.to_string().substr(0, std::string("test.toml:2:13: agent.smoothing: ").size()),
             "test.toml:2:13: agent.smoothing: ");
 }
