@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "agent/config/config_messages.h"
+#include "publishers/envoy_bridge_config.h"
 #include "probes/cgroup.h"
 
 namespace headroom::agent {
@@ -19,16 +20,27 @@ namespace {
 
 using namespace std::string_view_literals;
 
-constexpr std::string_view kEnvoyScopes[] = {"node"};
-// Every value a node [[envoy]] entry can publish (utilization.<signal> for each signal).
-constexpr std::string_view kEnvoyValues[] = {
-    "application_utilization",  "cpu_utilization",         "mem_utilization",       "utilization.cpu",
-    "utilization.memory",       "utilization.cpu.pressure", "utilization.memory.pressure",
-    "utilization.io.pressure"};
-// The signal a value needs in node.signals ("" = none in particular).
-constexpr std::string_view kEnvoyValueSignals[] = {"", "cpu", "memory", "cpu", "memory", "cpu.pressure",
-                                                   "memory.pressure", "io.pressure"};
-static_assert(std::size(kEnvoyValues) == std::size(kEnvoyValueSignals));
+// Every value a node [[envoy]] entry can publish: the bridge's names, then
+// utilization.<signal> for each signal of the table; and the signal each
+// needs in node.signals ("" = none in particular).
+struct EnvoyValues {
+  std::vector<std::string> storage;
+  std::vector<std::string_view> names;
+  std::vector<std::string_view> needs;
+};
+
+const EnvoyValues& envoy_values() {
+  static const EnvoyValues values = [] {
+    EnvoyValues v;
+    for (const auto& n : publishers::kEnvoyValueNames) v.storage.emplace_back(n.name);
+    for (std::string_view s : kNodeSignals) v.storage.push_back(std::string(publishers::kEnvoyUtilizationPrefix) + std::string(s));
+    for (const auto& n : publishers::kEnvoyValueNames) v.needs.push_back(n.needs_signal);
+    v.needs.insert(v.needs.end(), std::begin(kNodeSignals), std::end(kNodeSignals));
+    v.names.assign(v.storage.begin(), v.storage.end());
+    return v;
+  }();
+  return values;
+}
 
 // Where the message of a list issue names the earlier entry.
 constexpr std::string_view kOtherEntry = "{other}";
@@ -75,13 +87,13 @@ Result<void> check_endpoint_name(std::string_view name) {
 }
 
 std::optional<EndpointProtocol> parse_endpoint_protocol(std::string_view name) {
-  if (name == "http1") return EndpointProtocol::http1;
-  if (name == "http2") return EndpointProtocol::http2;
+  for (std::size_t i = 0; i < std::size(kEndpointProtocolNames); ++i)
+    if (kEndpointProtocolNames[i] == name) return static_cast<EndpointProtocol>(i);
   return std::nullopt;
 }
 
 std::string_view endpoint_protocol_name(EndpointProtocol protocol) {
-  return protocol == EndpointProtocol::http2 ? "http2" : "http1";
+  return kEndpointProtocolNames[static_cast<std::size_t>(protocol)];
 }
 
 Result<void> check_endpoint_protocol(std::string_view name) {
@@ -129,8 +141,8 @@ Result<void> check_endpoint_path(std::string_view path) {
 }
 
 Result<void> check_endpoint_port(std::int64_t port, std::string_view shown) {
-  if (port >= 1 && port <= 65535) return {};
-  return problem("must be a TCP port in 1..65535, got " + std::string(shown));
+  if (port >= 1 && port <= kMaxPort) return {};
+  return problem("must be a TCP port in 1.." + std::to_string(kMaxPort) + ", got " + std::string(shown));
 }
 
 Result<void> check_max_concurrency(std::int64_t n, std::string_view shown) {
@@ -284,26 +296,29 @@ Result<void> check_envoy_scope(std::string_view scope) {
                  " (per-endpoint scopes come later)");
 }
 
+std::span<const std::string_view> envoy_value_names() { return envoy_values().names; }
+
 Result<void> check_envoy_value(std::string_view value) {
-  if (std::find(std::begin(kEnvoyValues), std::end(kEnvoyValues), value) != std::end(kEnvoyValues))
-    return {};
+  const auto& values = envoy_values().names;
+  if (std::find(values.begin(), values.end(), value) != values.end()) return {};
   const std::string unknown = "unknown value " + quote(value);
   // A bare signal name: say where it lives in the report.
   if (is_signal(value))
     return problem(unknown + "; a signal is read from the utilization map: write " +
                    quote("utilization." + std::string(value)));
-  constexpr std::string_view kPrefix = "utilization.";
+  constexpr std::string_view kPrefix = publishers::kEnvoyUtilizationPrefix;
   if (value.starts_with(kPrefix)) {
     const std::string_view signal = value.substr(kPrefix.size());
     return problem(unknown + ": " + quote(signal) + " is not a signal" + choices(signal, kNodeSignals, "signals"));
   }
-  return problem(unknown + choices(value, kEnvoyValues, "values"));
+  return problem(unknown + choices(value, values, "values"));
 }
 
 Result<void> check_envoy_value_signal(std::string_view value, const Config& config) {
-  const auto it = std::find(std::begin(kEnvoyValues), std::end(kEnvoyValues), value);
-  if (it == std::end(kEnvoyValues)) return {};
-  const std::string_view signal = kEnvoyValueSignals[static_cast<std::size_t>(it - std::begin(kEnvoyValues))];
+  const auto& values = envoy_values();
+  const auto it = std::find(values.names.begin(), values.names.end(), value);
+  if (it == values.names.end()) return {};
+  const std::string_view signal = values.needs[static_cast<std::size_t>(it - values.names.begin())];
   if (signal.empty() || config.signal_enabled(signal)) return {};
   return problem(quote(value) + " needs the signal " + quote(signal) +
                  ", which node.signals does not enable, so Envoy would only ever see the neutral value; add " +
@@ -319,7 +334,8 @@ Result<std::string> envoy_file_path(const std::string& absolute, std::string_vie
   // The writer's temporaries are dot-files next to the final name.
   if (name.front() == '.')
     return problem("the file name must not start with \".\" (headroom's temporary files do); got " + quote(name));
-  if (name.size() >= 200) return problem("the file name is too long (at most 199 characters)");
+  if (name.size() > kMaxWrittenFileNameBytes)
+    return problem("the file name is too long (at most " + std::to_string(kMaxWrittenFileNameBytes) + " characters)");
   if (name.ends_with(".orca"))
     return problem("names ending in \".orca\" are reserved for the ORCA report files; use another name, e.g. " +
                    std::string(example));
@@ -357,7 +373,8 @@ Result<void> check_interval(std::chrono::nanoseconds interval, std::string_view 
     return problem("must be at least " + quote(format_duration(kMinInterval)) + ", got " + quote(shown) +
                    "; every interval reads /proc and rewrites every report, so a shorter one spends the CPU the "
                    "agent is there to measure");
-  if (interval > kMaxInterval) return problem("must be at most \"1h\", got " + quote(shown));
+  if (interval > kMaxInterval)
+    return problem("must be at most " + quote(format_duration(kMaxInterval)) + ", got " + quote(shown));
   return {};
 }
 
@@ -410,13 +427,14 @@ Result<void> check_listen_address(std::string_view address) {
   const std::string_view port = address.substr(colon + 1);
   int port_number = 0;
   for (char c : port) {
-    if (c < '0' || c > '9' || port_number > 65535)
-      return problem("the port of " + quote(address) + " must be a number from 1 to 65535; " +
-                     std::string(kExamples));
+    if (c < '0' || c > '9' || port_number > kMaxPort)
+      return problem("the port of " + quote(address) + " must be a number from 1 to " + std::to_string(kMaxPort) +
+                     "; " + std::string(kExamples));
     port_number = port_number * 10 + (c - '0');
   }
-  if (port_number < 1 || port_number > 65535)
-    return problem("the port of " + quote(address) + " must be a number from 1 to 65535; " + std::string(kExamples));
+  if (port_number < 1 || port_number > kMaxPort)
+    return problem("the port of " + quote(address) + " must be a number from 1 to " + std::to_string(kMaxPort) + "; " +
+                   std::string(kExamples));
   unsigned char buf[sizeof(in6_addr)];
   if (host.starts_with('[') && host.ends_with(']') && host.size() > 2) {
     const std::string inner(host.substr(1, host.size() - 2));
@@ -445,7 +463,8 @@ Result<std::string> textfile_path(const std::string& absolute) {
   if (name.front() == '.')
     return problem("the file name must not start with \".\" (the temporary file written before the rename does); "
                    "got " + quote(name));
-  if (name.size() >= 200) return problem("the file name is too long (at most 199 characters)");
+  if (name.size() > kMaxWrittenFileNameBytes)
+    return problem("the file name is too long (at most " + std::to_string(kMaxWrittenFileNameBytes) + " characters)");
   if (!name.ends_with(".prom") || name == ".prom")
     return problem("must end in \".prom\", the only files node_exporter's textfile collector reads; got " +
                    quote(name) + ", e.g. " + std::string(kExample));
@@ -456,7 +475,8 @@ Result<void> check_textfile_interval(std::chrono::nanoseconds interval, std::str
   if (interval < kMinTextfileInterval)
     return problem("must be at least " + quote(format_duration(kMinTextfileInterval)) + ", got " + quote(shown) +
                    "; node_exporter reads the file only when it is scraped, every 15 s or so");
-  if (interval > kMaxTextfileInterval) return problem("must be at most \"1h\", got " + quote(shown));
+  if (interval > kMaxTextfileInterval)
+    return problem("must be at most " + quote(format_duration(kMaxTextfileInterval)) + ", got " + quote(shown));
   return {};
 }
 
@@ -468,9 +488,10 @@ Result<void> check_oob_address(std::string_view address) {
     const std::string_view path = address.substr(5);
     if (!path.starts_with('/'))
       return problem("a unix socket needs an absolute path: write \"unix:/run/orca/oob.sock\", got " + quote(address));
-    if (path.size() >= sizeof(sockaddr_un::sun_path))
+    static_assert(sizeof(sockaddr_un::sun_path) - 1 == kMaxUnixSocketPathBytes);
+    if (path.size() > kMaxUnixSocketPathBytes)
       return problem("the socket path of " + quote(address) + " is " + std::to_string(path.size()) +
-                     " bytes; a unix socket's path is at most " + std::to_string(sizeof(sockaddr_un::sun_path) - 1));
+                     " bytes; a unix socket's path is at most " + std::to_string(kMaxUnixSocketPathBytes));
     if (path.ends_with('/')) return problem("the socket path of " + quote(address) + " names a directory");
     return {};
   }

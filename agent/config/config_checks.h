@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,12 +23,21 @@
 namespace headroom::agent {
 
 inline constexpr std::int64_t kMaxConcurrencyLimit = 1'000'000;
+// A TCP port: [[endpoint]] port and the port of a listen address.
+inline constexpr std::int64_t kMaxPort = 65535;
+// The name of a file a publisher writes beside its temporary ("." + name +
+// ".XXXXXX" within NAME_MAX).
+inline constexpr std::size_t kMaxWrittenFileNameBytes = 199;
+// Where a unix: listen address's path must fit (sockaddr_un::sun_path, less the NUL).
+inline constexpr std::size_t kMaxUnixSocketPathBytes = 107;
 
 // -- one endpoint's fields --
 Result<void> check_endpoint_name(std::string_view name);
 Result<void> check_endpoint_path(std::string_view path);
 // "http1" or "http2" (docs/endpoints.md, "HTTP/2 and gRPC").
 std::optional<EndpointProtocol> parse_endpoint_protocol(std::string_view name);
+// Indexed by EndpointProtocol.
+inline constexpr std::string_view kEndpointProtocolNames[] = {"http1", "http2"};
 std::string_view endpoint_protocol_name(EndpointProtocol protocol);
 Result<void> check_endpoint_protocol(std::string_view name);
 // `shown` is the value as the user wrote it.
@@ -54,6 +64,9 @@ Result<void, EndpointListIssue> check_endpoint_list(const std::vector<EndpointCo
 // -- [[envoy]] --
 Result<void> check_envoy_scope(std::string_view scope);
 Result<void> check_envoy_value(std::string_view value);
+// The values check_envoy_value accepts, in the order the docs list them.
+std::span<const std::string_view> envoy_value_names();
+inline constexpr std::string_view kEnvoyScopes[] = {"node"};
 // A value read from a signal node.signals does not enable.
 Result<void> check_envoy_value_signal(std::string_view value, const Config& config);
 // An absolute path -> the normalized file name the bridge writes.
