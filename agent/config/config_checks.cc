@@ -103,7 +103,7 @@ Result<void> check_endpoint_protocol(std::string_view name) {
     hint = "; write \"http2\" (cleartext HTTP/2, gRPC included)";
   else if (name == "http" || name == "http/1.1" || name == "HTTP/1.1" || name == "http1.1")
     hint = "; write \"http1\"";
-  return problem("must be \"http1\" or \"http2\", got " + quote(name) + hint);
+  return problem("must be " + quoted_list(kEndpointProtocolNames, " or ") + ", got " + quote(name) + hint);
 }
 
 Result<void> check_endpoint_path(std::string_view path) {

@@ -18,9 +18,9 @@ namespace headroom::agent {
 
 namespace {
 
-constexpr std::string_view kDuration = "a duration string such as \"100ms\"";
-constexpr std::string_view kBoolean = "a boolean (true or false)";
-constexpr std::string_view kFraction = "a number (a fraction in [0, 1])";
+constexpr const char* kDuration = "a duration string such as \"100ms\"";
+constexpr const char* kBoolean = "a boolean (true or false)";
+constexpr const char* kFraction = "a number (a fraction in [0, 1])";
 
 // Row order is the order of "valid keys are ..." lists.
 constexpr SectionRow kSections[] = {
@@ -41,15 +41,7 @@ std::string toml_duration(std::chrono::nanoseconds d) { return quote(format_dura
 std::string range(std::chrono::nanoseconds lo, std::chrono::nanoseconds hi) {
   return format_duration(lo) + " to " + format_duration(hi);
 }
-// "\"a\", \"b\"", or with `last` before the last: "\"a\" or \"b\"".
-std::string quoted(std::span<const std::string_view> names, std::string_view last = ", ") {
-  std::string out;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (i > 0) out += i + 1 == names.size() ? std::string(last) : ", ";
-    out += quote(names[i]);
-  }
-  return out;
-}
+std::string quoted(Names names, std::string_view last = ", ") { return quoted_list(names, last); }
 template <class T>
 std::string toml_array(const std::vector<T>& values) {
   std::string out = "[";
@@ -110,14 +102,14 @@ void add_agent_rows(std::vector<KeyRow>& out, const Facts& f) {
          return true;
        },
        ""},
-      {"agent", "ebpf", KeyType::any, "\"auto\" or \"off\"", quoted(kEbpfModes),
+      {"agent", "ebpf", KeyType::any, quoted(kEbpfModes, " or "), quoted(kEbpfModes),
        quote(kEbpfModes[static_cast<std::size_t>(f.d.ebpf)]), "",
        "Whether the eBPF endpoint probes are loaded. `\"auto\"` loads them when at least one endpoint is declared "
        "(`[[endpoint]]` or `--endpoint`); if they cannot be loaded, one error is logged and the endpoints get only "
        "what procfs alone measures ([endpoints.md](endpoints.md)). `\"off\"` never loads them (`--no-ebpf`). "
        "`true`/`false` are not accepted.",
        set_ebpf, ""},
-      {"agent", "unsafe_orca_dir", KeyType::string, "\"refuse\" or \"warn\"", quoted(kUnsafeDirActions),
+      {"agent", "unsafe_orca_dir", KeyType::string, quoted(kUnsafeDirActions, " or "), quoted(kUnsafeDirActions),
        quote(kUnsafeDirActions[static_cast<std::size_t>(f.d.unsafe_orca_dir)]), "",
        "What to do when others than the agent's user can write into `orca_dir` (writable by its group or by "
        "everyone without the sticky bit, or owned by another user than the agent's and root): such a user could "
@@ -149,7 +141,7 @@ void add_node_rows(std::vector<KeyRow>& out, const Facts& f) {
        "The signals published in the report's `utilization` map and combined into `application_utilization` "
        "([Signals](#signals)).",
        set_signals, ""},
-      {"node", "composite", KeyType::string, "\"max\" or \"mean\"", quoted(kCompositeNames),
+      {"node", "composite", KeyType::string, quoted(kCompositeNames, " or "), quoted(kCompositeNames),
        quote(kCompositeNames[static_cast<std::size_t>(f.d.composite)]), "",
        "How `application_utilization` combines the enabled signals: `\"max\"` the largest weight × value (the "
        "scarcest resource decides), `\"mean\"` the weighted mean.",
@@ -290,7 +282,8 @@ void add_oob_rows(std::vector<KeyRow>& out, const Facts& f) {
        std::to_string(f.d.oob.max_streams), "",
        "The most streams served at once, over all listeners; one more is answered `RESOURCE_EXHAUSTED`.",
        set_oob_max_streams, ""},
-      {"oob", "unknown_authority", KeyType::string, "\"node\" or \"error\"", quoted(kUnknownAuthorityChoices),
+      {"oob", "unknown_authority", KeyType::string, quoted(kUnknownAuthorityChoices, " or "),
+       quoted(kUnknownAuthorityChoices),
        quote(kUnknownAuthorityChoices[f.d.oob.unknown_authority_error ? 1 : 0]), "",
        "What a stream whose `:authority` names neither the port nor the name of an `[[endpoint]]` gets: the node "
        "report, or `NOT_FOUND`.",

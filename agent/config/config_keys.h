@@ -41,7 +41,7 @@ struct KeyRow {
   std::string_view section;  // "agent", "node", or the repeated "envoy", "endpoint"
   std::string_view key;
   KeyType type;
-  std::string_view expected;  // "expected <this>, got ..." on a type error
+  std::string expected;       // "expected <this>, got ..." on a type error
   std::string allowed;        // the range or the values, as the docs say it
   std::string default_value;  // as written in TOML; "" when required or none
   std::string_view required;  // when non-empty the key is required, and this says what to give

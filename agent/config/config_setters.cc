@@ -28,9 +28,11 @@ bool is_signal(std::string_view name) {
 
 bool set_unsafe_orca_dir(KeyValue& v) {
   const std::string& s = v.str();
-  if (s != "refuse" && s != "warn")
-    return v.fail("must be \"refuse\" or \"warn\", got " + quote(s) + did_you_mean(s, kUnsafeDirActions));
-  v.config.unsafe_orca_dir = s == "refuse" ? UnsafeDirAction::refuse : UnsafeDirAction::warn;
+  const auto i = index_of(kUnsafeDirActions, s);
+  if (!i)
+    return v.fail("must be " + quoted_list(kUnsafeDirActions, " or ") + ", got " + quote(s) +
+                  did_you_mean(s, kUnsafeDirActions));
+  v.config.unsafe_orca_dir = static_cast<UnsafeDirAction>(*i);
   return true;
 }
 
@@ -70,11 +72,11 @@ bool set_ebpf(KeyValue& v) {
   if (s == nullptr) {
     std::string hint;
     if (const auto* b = v.node.as_boolean()) hint = b->get() ? "; write ebpf = \"auto\"" : "; write ebpf = \"off\"";
-    return v.fail("expected \"auto\" or \"off\", got " + describe(v.node) + hint);
+    return v.fail("expected " + quoted_list(kEbpfModes, " or ") + ", got " + describe(v.node) + hint);
   }
   const std::string& mode = s->get();
-  if (mode == "auto" || mode == "off") {
-    v.config.ebpf = mode == "auto" ? EbpfMode::automatic : EbpfMode::off;
+  if (const auto i = index_of(kEbpfModes, mode)) {
+    v.config.ebpf = static_cast<EbpfMode>(*i);
     return true;
   }
   // "on" is one edit from "off": never suggest the opposite of what was meant.
@@ -170,9 +172,11 @@ bool set_signals(KeyValue& v) {
 
 bool set_composite(KeyValue& v) {
   const std::string& s = v.str();
-  if (s != "max" && s != "mean")
-    return v.fail("must be \"max\" or \"mean\", got " + quote(s) + did_you_mean(s, kCompositeNames));
-  v.config.composite = s == "max" ? CompositeMethod::max : CompositeMethod::mean;
+  const auto i = index_of(kCompositeNames, s);
+  if (!i)
+    return v.fail("must be " + quoted_list(kCompositeNames, " or ") + ", got " + quote(s) +
+                  did_you_mean(s, kCompositeNames));
+  v.config.composite = static_cast<CompositeMethod>(*i);
   return true;
 }
 

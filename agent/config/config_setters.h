@@ -14,7 +14,8 @@
 namespace headroom::agent {
 
 // The words a key takes, for its setter, its messages and its row's
-// "allowed" text. Indexed by LogLevel.
+// "allowed" text; each indexed by its enum (LogLevel, EbpfMode,
+// CompositeMethod, UnsafeDirAction).
 inline constexpr std::string_view kLogLevelNames[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 inline constexpr std::string_view kEbpfModes[] = {"auto", "off"};
 inline constexpr std::string_view kCompositeNames[] = {"max", "mean"};
