@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "agent/config/config_setters.h"
+// The rows of [agent] and [node] and their setters, side by side: a setter sees a value
+// of the row's type (checked before it runs), checks only its range and
+// stores it; false after reporting an error. The messages say what is wrong
+// and what to write instead.
+#include "agent/config/config_rows.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -9,7 +13,6 @@
 
 #include "agent/config/config_checks.h"
 #include "agent/config/config_messages.h"
-#include "agent/config/config_reader.h"
 
 namespace headroom::agent {
 
@@ -17,12 +20,9 @@ using namespace std::string_view_literals;
 
 namespace {
 
-
 bool is_signal(std::string_view name) {
   return std::find(std::begin(kNodeSignals), std::end(kNodeSignals), name) != std::end(kNodeSignals);
 }
-
-}  // namespace
 
 // -- [agent] -----------------------------------------------------------------
 
@@ -220,179 +220,108 @@ bool set_weights(KeyValue& v) {
   return ok;
 }
 
-// -- [[envoy]] ---------------------------------------------------------------
+}  // namespace
 
-bool set_envoy_scope(KeyValue& v) {
-  if (auto r = check_envoy_scope(v.str()); !r) return v.fail(std::move(r).error());
-  v.envoy->scope = v.str();
-  return true;
+// [agent]
+void add_agent_rows(std::vector<KeyRow>& out, const KeyFacts& f) {
+  const KeyRow rows[] = {
+      {"agent", "interval", KeyType::duration, kDuration, range(kMinInterval, kMaxInterval),
+       toml_duration(f.d.interval), "",
+       "How often the probes are sampled and the report files rewritten. Each tick reads `/proc` (and cgroupfs) "
+       "and rewrites every report: a shorter interval spends the CPU the agent is there to measure. The systemd "
+       "watchdog is fed after every tick and at least every quarter of `WATCHDOG_USEC`, so a long interval never "
+       "trips it ([systemd.md](systemd.md)).",
+       set_interval, ""},
+      {"agent", "smoothing", KeyType::duration, kDuration,
+       "0s to " + format_duration(kMaxSmoothing) + ", and at most " + n(kMaxWindowSlots) + " intervals",
+       toml_duration(f.d.smoothing), "",
+       "Time constant of the exponential moving average applied to each signal: after a step change, ~63 % of the "
+       "step shows after this long. Shorter reacts faster but follows bursts; longer is steadier but lets a queue "
+       "build first ([buffers.md](buffers.md) has the measured trade-off). `\"0s\"` publishes the raw per-interval "
+       "values. Each endpoint's latency window keeps one slot per interval for as long as `smoothing`; the error "
+       "says which of the two to change.",
+       set_smoothing, ""},
+      {"agent", "orca_dir", KeyType::string, "an absolute path string such as \"/run/orca\"", f.absolute,
+       quote(f.d.orca_dir), "",
+       "Directory the report files are written to (`node.orca`, `endpoint.<name>.orca`), each replaced atomically "
+       "(write + rename). Created if missing. Overridden by `--orca-dir`.",
+       [](KeyValue& v) { return set_path(v, v.config.orca_dir, "\"/run/orca\""); }, ""},
+      {"agent", "proc_root", KeyType::string, "an absolute path string such as \"/proc\"", f.absolute,
+       quote(f.d.proc_root), "",
+       "Where procfs is mounted, e.g. `\"/host/proc\"` in a container. Overridden by `--proc-root`.",
+       [](KeyValue& v) { return set_path(v, v.config.proc_root, "\"/proc\""); }, ""},
+      {"agent", "sys_root", KeyType::string, "an absolute path string such as \"/sys\"", f.absolute, quote(f.d.sys_root),
+       "",
+       "Where sysfs is mounted; cgroups are read under `<sys_root>/fs/cgroup`. Overridden by `--sys-root`.",
+       [](KeyValue& v) { return set_path(v, v.config.sys_root, "\"/sys\""); }, ""},
+      {"agent", "log_level", KeyType::string, "a log level string such as \"info\"", quoted(kLogLevelNames),
+       quote(log_level_name(f.d.log_level)), "", "Log verbosity. Overridden by `--log-level`.", set_log_level, ""},
+      {"agent", "fsync", KeyType::boolean, kBoolean, "", toml_bool(f.d.fsync), "",
+       "fsync each report file before the rename. Only useful if reports must survive power loss (not for a tmpfs "
+       "like `/run`).",
+       [](KeyValue& v) {
+         v.config.fsync = v.boolean();
+         return true;
+       },
+       ""},
+      {"agent", "ebpf", KeyType::any, quoted(kEbpfModes, " or "), quoted(kEbpfModes),
+       quote(kEbpfModes[static_cast<std::size_t>(f.d.ebpf)]), "",
+       "Whether the eBPF endpoint probes are loaded. `\"auto\"` loads them when at least one endpoint is declared "
+       "(`[[endpoint]]` or `--endpoint`); if they cannot be loaded, one error is logged and the endpoints get only "
+       "what procfs alone measures ([endpoints.md](endpoints.md)). `\"off\"` never loads them (`--no-ebpf`). "
+       "`true`/`false` are not accepted.",
+       set_ebpf, ""},
+      {"agent", "unsafe_orca_dir", KeyType::string, quoted(kUnsafeDirActions, " or "), quoted(kUnsafeDirActions),
+       quote(kUnsafeDirActions[static_cast<std::size_t>(f.d.unsafe_orca_dir)]), "",
+       "What to do when others than the agent's user can write into `orca_dir` (writable by its group or by "
+       "everyone without the sticky bit, or owned by another user than the agent's and root): such a user could "
+       "replace or plant the reports proxies shed on. `\"refuse\"` exits with 73 and says how to fix it (`chown` to "
+       "the agent's user, `chmod 0755`); `\"warn\"` logs a warning and publishes there. The packaged unit's "
+       "`RuntimeDirectory=orca` and a directory headroomd creates itself are `0755`, owned by the agent's user.",
+       set_unsafe_orca_dir, ""},
+  };
+  out.insert(out.end(), std::begin(rows), std::end(rows));
 }
 
-bool set_envoy_value(KeyValue& v) {
-  if (auto r = check_envoy_value(v.str()); !r) return v.fail(std::move(r).error());
-  v.envoy->value = v.str();
-  // After the whole file: [node] may come after [[envoy]].
-  v.later([value = v.str()](const Config& c) { return check_envoy_value_signal(value, c); });
-  return true;
-}
-
-bool set_envoy_file(KeyValue& v) {
-  auto p = v.absolute_path(kEnvoyFileExample);
-  if (!p) return false;
-  auto normal = envoy_file_path(*p, kEnvoyFileExample);
-  if (!normal) return v.fail(std::move(normal).error());
-  v.envoy->file = std::move(normal).value();
-  return true;
-}
-
-bool set_envoy_neutral(KeyValue& v) {
-  const double n = v.number();
-  if (!(n >= 0.0 && n <= 1.0))  // NaN fails both comparisons
-    return v.fail("must be a fraction in [0, 1], got " + v.number_shown() + "; Envoy rejects pressure outside [0, 1]");
-  v.envoy->neutral = n;
-  return true;
-}
-
-// -- [[endpoint]] ------------------------------------------------------------
-
-bool set_endpoint_name(KeyValue& v) {
-  if (auto r = check_endpoint_name(v.str()); !r) return v.fail(std::move(r).error());
-  v.endpoint->name = v.str();
-  return true;
-}
-
-bool set_endpoint_port(KeyValue& v) {
-  const std::int64_t port = v.node.as_integer()->get();
-  if (auto r = check_endpoint_port(port, std::to_string(port)); !r) return v.fail(std::move(r).error());
-  v.endpoint->port = static_cast<uint16_t>(port);
-  return true;
-}
-
-bool set_endpoint_path(KeyValue& v) {
-  if (auto r = check_endpoint_path(v.str()); !r) return v.fail(std::move(r).error());
-  v.endpoint->path = v.str();
-  return true;
-}
-
-bool set_endpoint_protocol(KeyValue& v) {
-  if (auto r = check_endpoint_protocol(v.str()); !r) return v.fail(std::move(r).error());
-  v.endpoint->protocol = *parse_endpoint_protocol(v.str());
-  return true;
-}
-
-bool set_endpoint_target(KeyValue& v) {
-  const auto d = v.duration();
-  if (!d) return false;
-  if (auto r = check_endpoint_target(*d); !r) return v.fail(std::move(r).error());
-  v.endpoint->target = *d;
-  return true;
-}
-
-// max >= target is checked once the whole entry is read.
-bool set_endpoint_max(KeyValue& v) {
-  const auto d = v.duration();
-  if (!d) return false;
-  v.endpoint->max = *d;
-  return true;
-}
-
-bool set_max_concurrency(KeyValue& v) {
-  const std::int64_t n = v.node.as_integer()->get();
-  if (auto r = check_max_concurrency(n, std::to_string(n)); !r) return v.fail(std::move(r).error());
-  v.endpoint->max_concurrency = static_cast<uint32_t>(n);
-  return true;
-}
-
-// -- [prometheus] ------------------------------------------------------------
-
-bool set_prometheus_listen(KeyValue& v) {
-  if (!v.str().empty())
-    if (auto r = check_listen_address(v.str()); !r) return v.fail(std::move(r).error());
-  v.config.prometheus.listen = v.str();
-  return true;
-}
-
-bool set_prometheus_textfile(KeyValue& v) {
-  if (v.str().empty()) {
-    v.config.prometheus.textfile.clear();
-    return true;
-  }
-  constexpr std::string_view kExample = "\"/var/lib/prometheus/node-exporter/headroom.prom\"";
-  auto p = v.absolute_path(kExample);
-  if (!p) return false;
-  auto normal = textfile_path(*p);
-  if (!normal) return v.fail(std::move(normal).error());
-  v.config.prometheus.textfile = std::move(normal).value();
-  return true;
-}
-
-bool set_textfile_interval(KeyValue& v) {
-  const auto d = v.duration();
-  if (!d) return false;
-  if (auto r = check_textfile_interval(*d, v.str()); !r) return v.fail(std::move(r).error());
-  v.config.prometheus.textfile_interval = *d;
-  return true;
-}
-
-// -- [oob] -------------------------------------------------------------------
-
-bool set_oob_listen(KeyValue& v) {
-  const toml::array& arr = *v.node.as_array();
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < arr.size(); ++i) {
-    const toml::node& e = *arr.get(i);
-    const std::string ekey = v.key + "[" + std::to_string(i) + "]";
-    if (i >= kMaxOobListeners) {
-      v.reader.error(e, ekey,
-                     "is address number " + std::to_string(i + 1) + "; at most " + std::to_string(kMaxOobListeners) +
-                         " are supported (each is a listener); one \"0.0.0.0:PORT\" or \"[::]:PORT\" covers every "
-                         "address of the machine");
-      return false;
-    }
-    const auto* s = e.as_string();
-    if (s == nullptr) {
-      v.reader.type_error(e, ekey, "an address string such as \"127.0.0.1:9447\" or \"unix:/run/orca/oob.sock\"");
-      return false;
-    }
-    if (auto r = check_oob_address(s->get()); !r) {
-      v.reader.error(e, ekey, r.error().message);
-      return false;
-    }
-    if (std::find(out.begin(), out.end(), s->get()) != out.end()) {
-      v.reader.error(e, ekey, "duplicate address " + quote(s->get()) + "; list each address once");
-      return false;
-    }
-    out.push_back(s->get());
-  }
-  v.config.oob.listen = std::move(out);
-  return true;
-}
-
-bool set_oob_max_streams(KeyValue& v) {
-  const std::int64_t n = v.node.as_integer()->get();
-  if (n < 1 || n > kMaxOobStreams)
-    return v.fail("must be from 1 to " + std::to_string(kMaxOobStreams) + ", got " + std::to_string(n));
-  v.config.oob.max_streams = static_cast<uint32_t>(n);
-  return true;
-}
-
-bool set_unknown_authority(KeyValue& v) {
-  const std::string& s = v.str();
-  if (s != "node" && s != "error")
-    return v.fail("expected \"node\" (the node report) or \"error\" (NOT_FOUND), got " + quote(s) +
-                  choices(s, kUnknownAuthorityChoices, "choices"));
-  v.config.oob.unknown_authority_error = s == "error";
-  return true;
-}
-
-bool set_oob_default_interval(KeyValue& v) {
-  const auto d = v.duration();
-  if (!d) return false;
-  if (*d < kMinOobDefaultInterval || *d > kMaxOobDefaultInterval)
-    return v.fail("must be from " + format_duration(kMinOobDefaultInterval) + " to " +
-                  format_duration(kMaxOobDefaultInterval) + ", got " + quote(v.str()));
-  v.config.oob.default_interval = *d;
-  return true;
+// [node]
+void add_node_rows(std::vector<KeyRow>& out, const KeyFacts& f) {
+  const std::vector<std::string_view> signals(std::begin(kNodeSignals), std::end(kNodeSignals));
+  const KeyRow rows[] = {
+      {"node", "cgroup", KeyType::string, "a cgroup path string such as \"system.slice/api.service\"",
+       "\"\" or a path relative to the cgroup root", quote(f.d.cgroup), "",
+       "Whose load the node report describes. `\"\"` is the whole host; `\"system.slice/api.service\"` is that "
+       "cgroup (a leading `/`, as `/proc/PID/cgroup` prints it, is accepted; `\"/\"` is the host). Paths with `..` "
+       "and mount paths such as `/sys/fs/cgroup/...` are refused. That the cgroup exists is checked at start-up and "
+       "by `--check-config`.",
+       set_cgroup, ""},
+      {"node", "cgroup_version", KeyType::any, "\"auto\", 1 or 2", "\"auto\", 1, 2", "\"auto\"", "",
+       "Which cgroup hierarchy to read. `\"auto\"` picks v2 when `<sys_root>/fs/cgroup/cgroup.controllers` exists, "
+       "v1 otherwise. `1` and `2` are integers, not strings.",
+       set_cgroup_version, ""},
+      {"node", "signals", KeyType::array, "an array of signal names such as [\"cpu\", \"memory\"]",
+       "non-empty, each signal at most once: " + quoted(signals), toml_array(f.d.signals), "",
+       "The signals published in the report's `utilization` map and combined into `application_utilization` "
+       "([Signals](#signals)).",
+       set_signals, ""},
+      {"node", "composite", KeyType::string, quoted(kCompositeNames, " or "), quoted(kCompositeNames),
+       quote(kCompositeNames[static_cast<std::size_t>(f.d.composite)]), "",
+       "How `application_utilization` combines the enabled signals: `\"max\"` the largest weight × value (the "
+       "scarcest resource decides), `\"mean\"` the weighted mean.",
+       set_composite, ""},
+      {"node", "weights", KeyType::table, "", "signal = weight in [0, 1]", "", "",
+       "Per-signal weights for the composite; a signal without one has weight 1 "
+       "([`[node.weights]`](#nodeweights)).",
+       set_weights, ""},
+      {"node", "include_endpoints", KeyType::boolean, kBoolean, "", toml_bool(f.d.include_endpoints), "",
+       "When `true`, each endpoint's composite also enters the node's `application_utilization`, as one more "
+       "signal named `endpoint.<name>` (weight 1). No effect without endpoints.",
+       [](KeyValue& v) {
+         v.config.include_endpoints = v.boolean();
+         return true;
+       },
+       ""},
+  };
+  out.insert(out.end(), std::begin(rows), std::end(rows));
 }
 
 }  // namespace headroom::agent
