@@ -6,6 +6,9 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
+
+#include "headroom/orca/names.h"
 
 namespace headroom::publishers {
 
@@ -19,6 +22,22 @@ struct EnvoyBridgeConfig {
 
   bool operator==(const EnvoyBridgeConfig&) const = default;
 };
+
+// The values an entry can name besides utilization.<signal>, with the node
+// signal each needs enabled ("" = none in particular). The bridge parses
+// them (publishers/envoy_bridge.cc); the configuration checks and documents
+// them from this list.
+struct EnvoyValueName {
+  std::string_view name;
+  std::string_view needs_signal;
+};
+inline constexpr EnvoyValueName kEnvoyValueNames[] = {
+    {"application_utilization", ""},
+    {"cpu_utilization", orca::kSignalCpu},
+    {"mem_utilization", orca::kSignalMemory},
+};
+// utilization.<signal>: one entry of the report's utilization map.
+inline constexpr std::string_view kEnvoyUtilizationPrefix = "utilization.";
 
 // [[envoy]] entries: each rewrites a file every interval.
 inline constexpr std::size_t kMaxEnvoyBridges = 64;

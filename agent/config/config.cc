@@ -6,7 +6,7 @@
 // The file is walked against the key table (agent/config/config_keys.h): a key the
 // table has is type-checked and handed to its row's setter, any other is
 // reported with the nearest valid key. toml++ reports syntax errors by
-// exception; they are caught here and turned into a ConfigError, so no
+// exception; they are caught here and turned into an Error, so no
 // exception leaves the configuration code.
 #include "agent/config/config.h"
 
@@ -76,15 +76,15 @@ class Walker {
     // The two keys bound each other, in whichever order the file gives
     // them; the error is at agent.smoothing (a default smoothing never
     // exceeds the window, but the place falls back to agent.interval).
-    if (auto err = check_window(config_.interval, config_.smoothing)) {
+    if (auto r = check_window(config_.interval, config_.smoothing); !r) {
       auto where = reader_.where("agent.smoothing");
       if (!where) where = reader_.where("agent.interval");
-      if (where) reader_.error(*where, "agent.smoothing", std::move(*err));
+      if (where) reader_.error(*where, "agent.smoothing", std::move(r).error());
     }
   }
 
   Config& config() { return config_; }
-  std::optional<ConfigError> first_error() const { return reader_.first_error(); }
+  Result<void> first_error() const { return reader_.first_error(); }
 
  private:
   // One key of a section; false after reporting an error.
@@ -167,8 +167,8 @@ class Walker {
       bool good = entry(section, *arr->get(i), ekey, &c, nullptr);
       // max >= target has its say whenever both were valid on their own.
       if (reader_.where(ekey + ".target") && reader_.where(ekey + ".max")) {
-        if (auto err = check_endpoint_max(c.max, c.target)) {
-          reader_.error(*reader_.where(ekey + ".max"), ekey + ".max", std::move(*err));
+        if (auto r = check_endpoint_max(c.max, c.target); !r) {
+          reader_.error(*reader_.where(ekey + ".max"), ekey + ".max", std::move(r).error());
           good = false;
         }
       }
@@ -181,7 +181,8 @@ class Walker {
     // The list as a whole, once every entry is valid on its own (--endpoint
     // flags are checked again with these by validate_endpoints).
     if (!ok) return;
-    if (auto issue = check_endpoint_list(out)) {
+    if (auto r = check_endpoint_list(out); !r) {
+      const EndpointListIssue* issue = &r.error();
       const std::string ikey = key + "[" + std::to_string(issue->index) + "]";
       const std::string fkey = issue->field.empty() ? ikey : ikey + "." + std::string(issue->field);
       std::string other;
@@ -249,24 +250,15 @@ double Config::weight(std::string_view key) const {
   return it == weights.end() ? 1.0 : it->second;
 }
 
-std::string ConfigError::to_string() const {
-  std::string out = file;
-  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
-  if (!out.empty()) out += ": ";
-  if (!key.empty()) out += key + ": ";
-  out += message;
-  return out;
-}
-
 // ---------------------------------------------------------------------------
 // Parsing
 
-std::variant<Config, ConfigError> parse_config(std::string_view toml_text, const std::string& file) {
+Result<Config> parse_config(std::string_view toml_text, const std::string& file) {
   toml::table root;
   try {
     root = toml::parse(toml_text, std::string_view(file));
   } catch (const toml::parse_error& e) {
-    ConfigError err;
+    Error err;
     err.file = file;
     err.line = static_cast<int>(e.source().begin.line);
     err.column = static_cast<int>(e.source().begin.column);
@@ -275,13 +267,14 @@ std::variant<Config, ConfigError> parse_config(std::string_view toml_text, const
   }
   Walker w(file);
   w.top(root);
-  if (auto err = w.first_error()) return std::move(*err);
+  if (auto r = w.first_error(); !r) return std::move(r).error();
   return std::move(w.config());
 }
 
-std::variant<Config, ConfigError> load_config(const std::string& path) {
+Result<Config> load_config(const std::string& path) {
   const auto fail = [&](int code, std::string_view what) {
-    ConfigError err;
+    Error err;
+    err.code = code;
     err.file = path;
     err.message = std::string(what) + ": " + std::error_code(code, std::generic_category()).message();
     if (code == ENOENT)
@@ -310,7 +303,8 @@ std::variant<Config, ConfigError> load_config(const std::string& path) {
     text.append(buf.data(), static_cast<std::size_t>(n));
     if (text.size() > kMaxSize) {
       ::close(fd);
-      ConfigError err;
+      Error err;
+      err.code = EFBIG;
       err.file = path;
       err.message = "configuration file is larger than 1 MiB; is --config pointing at the right file?";
       return err;

@@ -11,7 +11,6 @@
 #include <iterator>
 #include <map>
 #include <optional>
-#include <variant>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -164,32 +163,28 @@ struct Config {
   bool operator==(const Config&) const = default;
 };
 
-// A configuration error: file:line:column, the key, what is wrong and what to do.
-struct ConfigError {
-  std::string file;
-  int line = 0;    // 0 when not tied to a place in the file
-  int column = 0;
-  std::string key;      // dotted path, e.g. "agent.interval"
-  std::string message;  // complete sentence(s), including the hint
-  std::string to_string() const;  // "file:line:col: key: message"
-};
-
+// A configuration error is a headroom::Error with file, line, column and key
+// set where known; to_string() is "file:line:col: key: message".
+//
 // Parses and validates TOML text. `file` is used in messages only.
-std::variant<Config, ConfigError> parse_config(std::string_view toml_text, const std::string& file);
-// Reads and parses a file; a missing or unreadable file is a ConfigError too.
-std::variant<Config, ConfigError> load_config(const std::string& path);
+Result<Config> parse_config(std::string_view toml_text, const std::string& file);
+// Reads and parses a file; a missing or unreadable file is an error too (its
+// code the errno).
+Result<Config> load_config(const std::string& path);
 
 // "100ms", "1s", "1.5s", "250us", "2m" -> nanoseconds. Returns nullopt on bad syntax.
 std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text);
 std::string format_duration(std::chrono::nanoseconds d);
 
 // --endpoint 'name=api,port=8080,path=/play,target=10ms,max=500ms,max_concurrency=64'
-// -> one endpoint, checked like an [[endpoint]] table. The error names the key.
-std::variant<EndpointConfig, std::string> parse_endpoint_flag(std::string_view text);
+// -> one endpoint, checked like an [[endpoint]] table. The error has no file
+// or place; its key is the flag's key at fault ("port"), or empty when the
+// text as a whole is, so to_string() is "port: must be ...".
+Result<EndpointConfig> parse_endpoint_flag(std::string_view text);
 // Checks a complete list (file entries then flags): unique names, no two
 // endpoints with the same port and path, the limits above. `file` is used in
 // messages only.
-std::optional<ConfigError> validate_endpoints(const std::vector<EndpointConfig>& endpoints, const std::string& file);
+Result<void> validate_endpoints(const std::vector<EndpointConfig>& endpoints, const std::string& file);
 
 const char* log_level_name(LogLevel level);
 std::optional<LogLevel> parse_log_level(std::string_view text);
@@ -200,6 +195,6 @@ namespace headroom::agent {
 
 // What --check-config verifies beyond the text: that the things the
 // configuration names exist on this machine (today: node.cgroup).
-std::optional<ConfigError> check_config_on_this_machine(const Config& config, const std::string& file);
+Result<void> check_config_on_this_machine(const Config& config, const std::string& file);
 
 }  // namespace headroom::agent

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "agent/config/config_messages.h"
+#include "publishers/envoy_bridge_config.h"
 #include "probes/cgroup.h"
 
 namespace headroom::agent {
@@ -19,16 +20,27 @@ namespace {
 
 using namespace std::string_view_literals;
 
-constexpr std::string_view kEnvoyScopes[] = {"node"};
-// Every value a node [[envoy]] entry can publish (utilization.<signal> for each signal).
-constexpr std::string_view kEnvoyValues[] = {
-    "application_utilization",  "cpu_utilization",         "mem_utilization",       "utilization.cpu",
-    "utilization.memory",       "utilization.cpu.pressure", "utilization.memory.pressure",
-    "utilization.io.pressure"};
-// The signal a value needs in node.signals ("" = none in particular).
-constexpr std::string_view kEnvoyValueSignals[] = {"", "cpu", "memory", "cpu", "memory", "cpu.pressure",
-                                                   "memory.pressure", "io.pressure"};
-static_assert(std::size(kEnvoyValues) == std::size(kEnvoyValueSignals));
+// Every value a node [[envoy]] entry can publish: the bridge's names, then
+// utilization.<signal> for each signal of the table; and the signal each
+// needs in node.signals ("" = none in particular).
+struct EnvoyValues {
+  std::vector<std::string> storage;
+  std::vector<std::string_view> names;
+  std::vector<std::string_view> needs;
+};
+
+const EnvoyValues& envoy_values() {
+  static const EnvoyValues values = [] {
+    EnvoyValues v;
+    for (const auto& n : publishers::kEnvoyValueNames) v.storage.emplace_back(n.name);
+    for (std::string_view s : kNodeSignals) v.storage.push_back(std::string(publishers::kEnvoyUtilizationPrefix) + std::string(s));
+    for (const auto& n : publishers::kEnvoyValueNames) v.needs.push_back(n.needs_signal);
+    v.needs.insert(v.needs.end(), std::begin(kNodeSignals), std::end(kNodeSignals));
+    v.names.assign(v.storage.begin(), v.storage.end());
+    return v;
+  }();
+  return values;
+}
 
 // Where the message of a list issue names the earlier entry.
 constexpr std::string_view kOtherEntry = "{other}";
@@ -57,7 +69,7 @@ EndpointListIssue list_issue(std::size_t index, std::string_view field, std::opt
 // ---------------------------------------------------------------------------
 // One endpoint's fields
 
-std::optional<ConfigError> check_endpoint_name(std::string_view name) {
+Result<void> check_endpoint_name(std::string_view name) {
   if (name.empty()) return problem("must not be empty; give a short name such as \"api\"");
   if (name.size() > kMaxEndpointNameBytes)
     return problem("is " + std::to_string(name.size()) + " bytes long; at most " +
@@ -71,30 +83,30 @@ std::optional<ConfigError> check_endpoint_name(std::string_view name) {
                      "; a name may contain only letters, digits, \"_\", \".\" and \"-\" (it names the report file "
                      "endpoint.<name>.orca)");
   }
-  return std::nullopt;
+  return {};
 }
 
 std::optional<EndpointProtocol> parse_endpoint_protocol(std::string_view name) {
-  if (name == "http1") return EndpointProtocol::http1;
-  if (name == "http2") return EndpointProtocol::http2;
+  for (std::size_t i = 0; i < std::size(kEndpointProtocolNames); ++i)
+    if (kEndpointProtocolNames[i] == name) return static_cast<EndpointProtocol>(i);
   return std::nullopt;
 }
 
 std::string_view endpoint_protocol_name(EndpointProtocol protocol) {
-  return protocol == EndpointProtocol::http2 ? "http2" : "http1";
+  return kEndpointProtocolNames[static_cast<std::size_t>(protocol)];
 }
 
-std::optional<ConfigError> check_endpoint_protocol(std::string_view name) {
-  if (parse_endpoint_protocol(name)) return std::nullopt;
+Result<void> check_endpoint_protocol(std::string_view name) {
+  if (parse_endpoint_protocol(name)) return {};
   std::string hint;
   if (name == "h2" || name == "h2c" || name == "grpc" || name == "HTTP/2" || name == "http/2")
     hint = "; write \"http2\" (cleartext HTTP/2, gRPC included)";
   else if (name == "http" || name == "http/1.1" || name == "HTTP/1.1" || name == "http1.1")
     hint = "; write \"http1\"";
-  return problem("must be \"http1\" or \"http2\", got " + quote(name) + hint);
+  return problem("must be " + quoted_list(kEndpointProtocolNames, " or ") + ", got " + quote(name) + hint);
 }
 
-std::optional<ConfigError> check_endpoint_path(std::string_view path) {
+Result<void> check_endpoint_path(std::string_view path) {
   if (path.empty())
     return problem(
         "must not be empty; leave path out to count every request on the port, or give a prefix such as \"/api\"");
@@ -125,38 +137,38 @@ std::optional<ConfigError> check_endpoint_path(std::string_view path) {
     return problem("is " + std::to_string(path.size()) + " bytes long; a path prefix may be at most " +
                    std::to_string(kMaxEndpointPathBytes) +
                    " bytes (the probe compares that much of each request's path)");
-  return std::nullopt;
+  return {};
 }
 
-std::optional<ConfigError> check_endpoint_port(std::int64_t port, std::string_view shown) {
-  if (port >= 1 && port <= 65535) return std::nullopt;
-  return problem("must be a TCP port in 1..65535, got " + std::string(shown));
+Result<void> check_endpoint_port(std::int64_t port, std::string_view shown) {
+  if (port >= 1 && port <= kMaxPort) return {};
+  return problem("must be a TCP port in 1.." + std::to_string(kMaxPort) + ", got " + std::string(shown));
 }
 
-std::optional<ConfigError> check_max_concurrency(std::int64_t n, std::string_view shown) {
-  if (n >= 1 && n <= kMaxConcurrencyLimit) return std::nullopt;
+Result<void> check_max_concurrency(std::int64_t n, std::string_view shown) {
+  if (n >= 1 && n <= kMaxConcurrencyLimit) return {};
   return problem("must be in 1.." + std::to_string(kMaxConcurrencyLimit) + ", got " + std::string(shown) +
                  "; leave max_concurrency out when the service has no concurrency limit");
 }
 
-std::optional<ConfigError> check_endpoint_target(std::chrono::nanoseconds target) {
+Result<void> check_endpoint_target(std::chrono::nanoseconds target) {
   if (target > kMaxEndpointLatency)
     return problem("must be at most " + quote(format_duration(kMaxEndpointLatency)) + ", got " +
                    quote(format_duration(target)) +
                    "; a stopped service shows as late only after target, and latencies above about 9 minutes are "
                    "beyond the probe's histogram");
-  if (target.count() > 0) return std::nullopt;
+  if (target.count() > 0) return {};
   return problem("must be greater than 0, got " + quote(format_duration(target)) +
                  "; give the latency the endpoint aims for, e.g. \"10ms\"");
 }
 
-std::optional<ConfigError> check_endpoint_max(std::chrono::nanoseconds max, std::chrono::nanoseconds target) {
+Result<void> check_endpoint_max(std::chrono::nanoseconds max, std::chrono::nanoseconds target) {
   if (max > kMaxEndpointLatency)
     return problem("must be at most " + quote(format_duration(kMaxEndpointLatency)) + ", got " +
                    quote(format_duration(max)) +
                    "; a stopped service shows as over max only after max, and latencies above about 9 minutes are "
                    "beyond the probe's histogram");
-  if (max >= target) return std::nullopt;
+  if (max >= target) return {};
   return problem("must be at least target (" + quote(format_duration(target)) + "), got " +
                  quote(format_duration(max)) +
                  "; max is the latency no request should exceed, target the one the endpoint aims for");
@@ -171,7 +183,7 @@ std::string EndpointListIssue::message_with(std::string_view other_entry) const 
   return out;
 }
 
-std::optional<EndpointListIssue> check_endpoint_list(const std::vector<EndpointConfig>& eps) {
+Result<void, EndpointListIssue> check_endpoint_list(const std::vector<EndpointConfig>& eps) {
   for (std::size_t i = 0; i < eps.size(); ++i) {
     const EndpointConfig& e = eps[i];
     if (i >= kMaxEndpoints) {
@@ -224,91 +236,97 @@ std::optional<EndpointListIssue> check_endpoint_list(const std::vector<EndpointC
                               "common prefix");
     }
   }
-  return std::nullopt;
+  return {};
 }
 
 namespace {
 
 // Each field of one entry on its own, for a list built elsewhere; the key is
 // the field's.
-std::optional<ConfigError> check_endpoint_fields(const EndpointConfig& e) {
-  const auto named = [](std::optional<ConfigError> err, std::string_view field) {
-    if (err) err->key = std::string(field);
+Result<void> check_endpoint_fields(const EndpointConfig& e) {
+  const auto named = [](Result<void> r, std::string_view field) -> Result<void> {
+    if (r) return r;
+    Error err = std::move(r).error();
+    err.key = std::string(field);
     return err;
   };
-  if (auto err = check_endpoint_name(e.name)) return named(std::move(err), "name");
-  if (auto err = check_endpoint_port(e.port, std::to_string(e.port))) return named(std::move(err), "port");
+  if (auto r = check_endpoint_name(e.name); !r) return named(std::move(r), "name");
+  if (auto r = check_endpoint_port(e.port, std::to_string(e.port)); !r) return named(std::move(r), "port");
   if (!e.path.empty())
-    if (auto err = check_endpoint_path(e.path)) return named(std::move(err), "path");
-  if (auto err = check_endpoint_target(e.target)) return named(std::move(err), "target");
-  if (auto err = check_endpoint_max(e.max, e.target)) return named(std::move(err), "max");
+    if (auto r = check_endpoint_path(e.path); !r) return named(std::move(r), "path");
+  if (auto r = check_endpoint_target(e.target); !r) return named(std::move(r), "target");
+  if (auto r = check_endpoint_max(e.max, e.target); !r) return named(std::move(r), "max");
   if (e.max_concurrency != 0)
-    if (auto err = check_max_concurrency(e.max_concurrency, std::to_string(e.max_concurrency)))
-      return named(std::move(err), "max_concurrency");
-  return std::nullopt;
+    if (auto r = check_max_concurrency(e.max_concurrency, std::to_string(e.max_concurrency)); !r)
+      return named(std::move(r), "max_concurrency");
+  return {};
 }
 
 }  // namespace
 
-std::optional<ConfigError> validate_endpoints(const std::vector<EndpointConfig>& endpoints, const std::string& file) {
+Result<void> validate_endpoints(const std::vector<EndpointConfig>& endpoints, const std::string& file) {
   const auto placed = [&](std::size_t index, std::string_view field, std::string message) {
-    ConfigError e = problem(std::move(message),
-                            "endpoint[" + std::to_string(index) + "]" + (field.empty() ? "" : "." + std::string(field)));
+    Error e = problem(std::move(message),
+                      "endpoint[" + std::to_string(index) + "]" + (field.empty() ? "" : "." + std::string(field)));
     e.file = file;
     return e;
   };
   // Entries are numbered in list order: the file's [[endpoint]]s, then each --endpoint.
   for (std::size_t i = 0; i < endpoints.size(); ++i)
-    if (auto err = check_endpoint_fields(endpoints[i])) return placed(i, err->key, std::move(err->message));
-  if (auto issue = check_endpoint_list(endpoints)) {
+    if (auto r = check_endpoint_fields(endpoints[i]); !r) return placed(i, r.error().key, r.error().message);
+  if (auto r = check_endpoint_list(endpoints); !r) {
+    const EndpointListIssue& issue = r.error();
     std::string other;
-    if (issue->other) {
-      const EndpointConfig& o = endpoints[*issue->other];
-      other = "endpoint[" + std::to_string(*issue->other) + "], " + quote(o.name) + " on port " + std::to_string(o.port);
+    if (issue.other) {
+      const EndpointConfig& o = endpoints[*issue.other];
+      other = "endpoint[" + std::to_string(*issue.other) + "], " + quote(o.name) + " on port " + std::to_string(o.port);
     }
-    return placed(issue->index, issue->field, issue->message_with(other));
+    return placed(issue.index, issue.field, issue.message_with(other));
   }
-  return std::nullopt;
+  return {};
 }
 
 // ---------------------------------------------------------------------------
 // [[envoy]]
 
-std::optional<ConfigError> check_envoy_scope(std::string_view scope) {
+Result<void> check_envoy_scope(std::string_view scope) {
   if (std::find(std::begin(kEnvoyScopes), std::end(kEnvoyScopes), scope) != std::end(kEnvoyScopes))
-    return std::nullopt;
+    return {};
   return problem("unknown scope " + quote(scope) + choices(scope, kEnvoyScopes, "scopes") +
                  " (per-endpoint scopes come later)");
 }
 
-std::optional<ConfigError> check_envoy_value(std::string_view value) {
-  if (std::find(std::begin(kEnvoyValues), std::end(kEnvoyValues), value) != std::end(kEnvoyValues))
-    return std::nullopt;
+std::span<const std::string_view> envoy_value_names() { return envoy_values().names; }
+
+Result<void> check_envoy_value(std::string_view value) {
+  const auto& values = envoy_values().names;
+  if (std::find(values.begin(), values.end(), value) != values.end()) return {};
   const std::string unknown = "unknown value " + quote(value);
   // A bare signal name: say where it lives in the report.
   if (is_signal(value))
     return problem(unknown + "; a signal is read from the utilization map: write " +
                    quote("utilization." + std::string(value)));
-  constexpr std::string_view kPrefix = "utilization.";
+  constexpr std::string_view kPrefix = publishers::kEnvoyUtilizationPrefix;
   if (value.starts_with(kPrefix)) {
     const std::string_view signal = value.substr(kPrefix.size());
     return problem(unknown + ": " + quote(signal) + " is not a signal" + choices(signal, kNodeSignals, "signals"));
   }
-  return problem(unknown + choices(value, kEnvoyValues, "values"));
+  return problem(unknown + choices(value, values, "values"));
 }
 
-std::optional<ConfigError> check_envoy_value_signal(std::string_view value, const Config& config) {
-  const auto it = std::find(std::begin(kEnvoyValues), std::end(kEnvoyValues), value);
-  if (it == std::end(kEnvoyValues)) return std::nullopt;
-  const std::string_view signal = kEnvoyValueSignals[static_cast<std::size_t>(it - std::begin(kEnvoyValues))];
-  if (signal.empty() || config.signal_enabled(signal)) return std::nullopt;
+Result<void> check_envoy_value_signal(std::string_view value, const Config& config) {
+  const auto& values = envoy_values();
+  const auto it = std::find(values.names.begin(), values.names.end(), value);
+  if (it == values.names.end()) return {};
+  const std::string_view signal = values.needs[static_cast<std::size_t>(it - values.names.begin())];
+  if (signal.empty() || config.signal_enabled(signal)) return {};
   return problem(quote(value) + " needs the signal " + quote(signal) +
                  ", which node.signals does not enable, so Envoy would only ever see the neutral value; add " +
                  quote(signal) + " to node.signals or choose another value");
 }
 
 // A name the atomic writer and Envoy can both use.
-std::variant<std::string, ConfigError> envoy_file_path(const std::string& absolute, std::string_view example) {
+Result<std::string> envoy_file_path(const std::string& absolute, std::string_view example) {
   const std::filesystem::path normal = std::filesystem::path(absolute).lexically_normal();
   const std::string name = normal.filename().string();
   if (name.empty() || name == "." || name == "..")
@@ -316,7 +334,8 @@ std::variant<std::string, ConfigError> envoy_file_path(const std::string& absolu
   // The writer's temporaries are dot-files next to the final name.
   if (name.front() == '.')
     return problem("the file name must not start with \".\" (headroom's temporary files do); got " + quote(name));
-  if (name.size() >= 200) return problem("the file name is too long (at most 199 characters)");
+  if (name.size() > kMaxWrittenFileNameBytes)
+    return problem("the file name is too long (at most " + std::to_string(kMaxWrittenFileNameBytes) + " characters)");
   if (name.ends_with(".orca"))
     return problem("names ending in \".orca\" are reserved for the ORCA report files; use another name, e.g. " +
                    std::string(example));
@@ -326,7 +345,7 @@ std::variant<std::string, ConfigError> envoy_file_path(const std::string& absolu
 // ---------------------------------------------------------------------------
 // Paths
 
-std::optional<ConfigError> check_path_length(std::string_view path) {
+Result<void> check_path_length(std::string_view path) {
   if (path.size() > kMaxPathBytes)
     return problem("is " + std::to_string(path.size()) + " bytes long; at most " + std::to_string(kMaxPathBytes) +
                    " are allowed (the files written below it must fit the system's 4096-byte path limit)");
@@ -340,13 +359,13 @@ std::optional<ConfigError> check_path_length(std::string_view path) {
                      std::to_string(kMaxPathComponentBytes) + " bytes");
     start = end + 1;
   }
-  return std::nullopt;
+  return {};
 }
 
 // ---------------------------------------------------------------------------
 // [agent] timing
 
-std::optional<ConfigError> check_interval(std::chrono::nanoseconds interval, std::string_view shown) {
+Result<void> check_interval(std::chrono::nanoseconds interval, std::string_view shown) {
   if (interval.count() <= 0)
     return problem("must be greater than 0, got " + quote(shown) + "; the minimum is " +
                    quote(format_duration(kMinInterval)));
@@ -354,21 +373,22 @@ std::optional<ConfigError> check_interval(std::chrono::nanoseconds interval, std
     return problem("must be at least " + quote(format_duration(kMinInterval)) + ", got " + quote(shown) +
                    "; every interval reads /proc and rewrites every report, so a shorter one spends the CPU the "
                    "agent is there to measure");
-  if (interval > kMaxInterval) return problem("must be at most \"1h\", got " + quote(shown));
-  return std::nullopt;
+  if (interval > kMaxInterval)
+    return problem("must be at most " + quote(format_duration(kMaxInterval)) + ", got " + quote(shown));
+  return {};
 }
 
-std::optional<ConfigError> check_smoothing(std::chrono::nanoseconds smoothing, std::string_view shown) {
+Result<void> check_smoothing(std::chrono::nanoseconds smoothing, std::string_view shown) {
   // >= 0 holds by construction: durations are never negative.
-  if (smoothing <= kMaxSmoothing) return std::nullopt;
+  if (smoothing <= kMaxSmoothing) return {};
   return problem("must be at most " + quote(format_duration(kMaxSmoothing)) + ", got " + quote(shown) +
                  "; a longer time constant hides a change in load for longer than a balancer can wait for it");
 }
 
-std::optional<ConfigError> check_window(std::chrono::nanoseconds interval, std::chrono::nanoseconds smoothing) {
+Result<void> check_window(std::chrono::nanoseconds interval, std::chrono::nanoseconds smoothing) {
   // interval <= 1h, so interval * kMaxWindowSlots cannot overflow.
   const auto slots = static_cast<std::int64_t>(kMaxWindowSlots);
-  if (interval.count() <= 0 || smoothing <= interval * slots) return std::nullopt;
+  if (interval.count() <= 0 || smoothing <= interval * slots) return {};
   const std::chrono::nanoseconds longest = interval * slots;
   const std::chrono::nanoseconds shortest_interval((smoothing.count() + slots - 1) / slots);
   return problem("is " + quote(format_duration(smoothing)) + ", more than " + std::to_string(kMaxWindowSlots) +
@@ -382,11 +402,11 @@ std::optional<ConfigError> check_window(std::chrono::nanoseconds interval, std::
 // ---------------------------------------------------------------------------
 // On this machine
 
-std::optional<ConfigError> check_config_on_this_machine(const Config& config, const std::string& file) {
-  if (config.cgroup.empty()) return std::nullopt;
+Result<void> check_config_on_this_machine(const Config& config, const std::string& file) {
+  if (config.cgroup.empty()) return {};
   auto cg = probes::CgroupProbe::open(config.sys_root, config.cgroup, config.cgroup_version);
-  if (cg) return std::nullopt;
-  ConfigError e = problem(cg.error().message, "node.cgroup");
+  if (cg) return {};
+  Error e = problem(cg.error().message, "node.cgroup");
   e.file = file;
   return e;
 }
@@ -398,7 +418,7 @@ std::optional<ConfigError> check_config_on_this_machine(const Config& config, co
 
 namespace headroom::agent {
 
-std::optional<ConfigError> check_listen_address(std::string_view address) {
+Result<void> check_listen_address(std::string_view address) {
   constexpr std::string_view kExamples = "e.g. \"127.0.0.1:9446\", \"0.0.0.0:9446\" or \"[::1]:9446\"";
   const std::size_t colon = address.rfind(':');
   if (colon == std::string_view::npos || colon + 1 == address.size())
@@ -407,17 +427,18 @@ std::optional<ConfigError> check_listen_address(std::string_view address) {
   const std::string_view port = address.substr(colon + 1);
   int port_number = 0;
   for (char c : port) {
-    if (c < '0' || c > '9' || port_number > 65535)
-      return problem("the port of " + quote(address) + " must be a number from 1 to 65535; " +
-                     std::string(kExamples));
+    if (c < '0' || c > '9' || port_number > kMaxPort)
+      return problem("the port of " + quote(address) + " must be a number from 1 to " + std::to_string(kMaxPort) +
+                     "; " + std::string(kExamples));
     port_number = port_number * 10 + (c - '0');
   }
-  if (port_number < 1 || port_number > 65535)
-    return problem("the port of " + quote(address) + " must be a number from 1 to 65535; " + std::string(kExamples));
+  if (port_number < 1 || port_number > kMaxPort)
+    return problem("the port of " + quote(address) + " must be a number from 1 to " + std::to_string(kMaxPort) + "; " +
+                   std::string(kExamples));
   unsigned char buf[sizeof(in6_addr)];
   if (host.starts_with('[') && host.ends_with(']') && host.size() > 2) {
     const std::string inner(host.substr(1, host.size() - 2));
-    if (::inet_pton(AF_INET6, inner.c_str(), buf) == 1) return std::nullopt;
+    if (::inet_pton(AF_INET6, inner.c_str(), buf) == 1) return {};
     return problem(quote(inner) + " is not an IPv6 address; " + std::string(kExamples));
   }
   if (host.find(':') != std::string_view::npos)
@@ -426,14 +447,14 @@ std::optional<ConfigError> check_listen_address(std::string_view address) {
   if (host.empty())
     return problem("give the address to listen on as well as the port: \"127.0.0.1:" + std::string(port) +
                    "\" for this machine only, \"0.0.0.0:" + std::string(port) + "\" for every IPv4 address");
-  if (::inet_pton(AF_INET, std::string(host).c_str(), buf) == 1) return std::nullopt;
+  if (::inet_pton(AF_INET, std::string(host).c_str(), buf) == 1) return {};
   if (host == "localhost")
     return problem("write the address, not a host name: \"127.0.0.1:" + std::string(port) + "\" or \"[::1]:" +
                    std::string(port) + "\"");
   return problem(quote(host) + " is not an IPv4 address (host names are not resolved); " + std::string(kExamples));
 }
 
-std::variant<std::string, ConfigError> textfile_path(const std::string& absolute) {
+Result<std::string> textfile_path(const std::string& absolute) {
   constexpr std::string_view kExample = "\"/var/lib/prometheus/node-exporter/headroom.prom\"";
   const std::filesystem::path normal = std::filesystem::path(absolute).lexically_normal();
   const std::string name = normal.filename().string();
@@ -442,46 +463,49 @@ std::variant<std::string, ConfigError> textfile_path(const std::string& absolute
   if (name.front() == '.')
     return problem("the file name must not start with \".\" (the temporary file written before the rename does); "
                    "got " + quote(name));
-  if (name.size() >= 200) return problem("the file name is too long (at most 199 characters)");
+  if (name.size() > kMaxWrittenFileNameBytes)
+    return problem("the file name is too long (at most " + std::to_string(kMaxWrittenFileNameBytes) + " characters)");
   if (!name.ends_with(".prom") || name == ".prom")
     return problem("must end in \".prom\", the only files node_exporter's textfile collector reads; got " +
                    quote(name) + ", e.g. " + std::string(kExample));
   return normal.string();
 }
 
-std::optional<ConfigError> check_textfile_interval(std::chrono::nanoseconds interval, std::string_view shown) {
+Result<void> check_textfile_interval(std::chrono::nanoseconds interval, std::string_view shown) {
   if (interval < kMinTextfileInterval)
     return problem("must be at least " + quote(format_duration(kMinTextfileInterval)) + ", got " + quote(shown) +
                    "; node_exporter reads the file only when it is scraped, every 15 s or so");
-  if (interval > kMaxTextfileInterval) return problem("must be at most \"1h\", got " + quote(shown));
-  return std::nullopt;
+  if (interval > kMaxTextfileInterval)
+    return problem("must be at most " + quote(format_duration(kMaxTextfileInterval)) + ", got " + quote(shown));
+  return {};
 }
 
 // ---------------------------------------------------------------------------
 // [oob]
 
-std::optional<ConfigError> check_oob_address(std::string_view address) {
+Result<void> check_oob_address(std::string_view address) {
   if (address.starts_with("unix:")) {
     const std::string_view path = address.substr(5);
     if (!path.starts_with('/'))
       return problem("a unix socket needs an absolute path: write \"unix:/run/orca/oob.sock\", got " + quote(address));
-    if (path.size() >= sizeof(sockaddr_un::sun_path))
+    static_assert(sizeof(sockaddr_un::sun_path) - 1 == kMaxUnixSocketPathBytes);
+    if (path.size() > kMaxUnixSocketPathBytes)
       return problem("the socket path of " + quote(address) + " is " + std::to_string(path.size()) +
-                     " bytes; a unix socket's path is at most " + std::to_string(sizeof(sockaddr_un::sun_path) - 1));
+                     " bytes; a unix socket's path is at most " + std::to_string(kMaxUnixSocketPathBytes));
     if (path.ends_with('/')) return problem("the socket path of " + quote(address) + " names a directory");
-    return std::nullopt;
+    return {};
   }
   if (address.starts_with("unix-abstract:") || address.starts_with("dns:") || address.starts_with("ipv4:") ||
       address.starts_with("ipv6:"))
     return problem(quote(address) + ": write an IP literal and a port (\"127.0.0.1:9447\", \"[::1]:9447\") or "
                    "\"unix:\" and an absolute path");
-  if (auto err = check_listen_address(address)) {
-    std::string m = err->message;
+  if (auto r = check_listen_address(address); !r) {
+    std::string m = r.error().message;
     // The examples name Prometheus's port; [oob]'s is 9447.
     for (auto pos = m.find(":9446"); pos != std::string::npos; pos = m.find(":9446")) m.replace(pos, 5, ":9447");
     return problem(m + ", or \"unix:/run/orca/oob.sock\"");
   }
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace headroom::agent

@@ -5,7 +5,7 @@
 // (agent.interval and agent.smoothing, envoy values and node.signals), and
 // what --check-config verifies on this machine (check_config_on_this_machine).
 //
-// Each returns a ConfigError without place (and, for a single value, without
+// Each returns an Error without place (and, for a single value, without
 // key): the caller knows where the value was written.
 #pragma once
 
@@ -13,9 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 #include "agent/config/config.h"
@@ -23,19 +23,28 @@
 namespace headroom::agent {
 
 inline constexpr std::int64_t kMaxConcurrencyLimit = 1'000'000;
+// A TCP port: [[endpoint]] port and the port of a listen address.
+inline constexpr std::int64_t kMaxPort = 65535;
+// The name of a file a publisher writes beside its temporary ("." + name +
+// ".XXXXXX" within NAME_MAX).
+inline constexpr std::size_t kMaxWrittenFileNameBytes = 199;
+// Where a unix: listen address's path must fit (sockaddr_un::sun_path, less the NUL).
+inline constexpr std::size_t kMaxUnixSocketPathBytes = 107;
 
 // -- one endpoint's fields --
-std::optional<ConfigError> check_endpoint_name(std::string_view name);
-std::optional<ConfigError> check_endpoint_path(std::string_view path);
+Result<void> check_endpoint_name(std::string_view name);
+Result<void> check_endpoint_path(std::string_view path);
 // "http1" or "http2" (docs/endpoints.md, "HTTP/2 and gRPC").
 std::optional<EndpointProtocol> parse_endpoint_protocol(std::string_view name);
+// Indexed by EndpointProtocol.
+inline constexpr std::string_view kEndpointProtocolNames[] = {"http1", "http2"};
 std::string_view endpoint_protocol_name(EndpointProtocol protocol);
-std::optional<ConfigError> check_endpoint_protocol(std::string_view name);
+Result<void> check_endpoint_protocol(std::string_view name);
 // `shown` is the value as the user wrote it.
-std::optional<ConfigError> check_endpoint_port(std::int64_t port, std::string_view shown);
-std::optional<ConfigError> check_max_concurrency(std::int64_t n, std::string_view shown);
-std::optional<ConfigError> check_endpoint_target(std::chrono::nanoseconds target);
-std::optional<ConfigError> check_endpoint_max(std::chrono::nanoseconds max, std::chrono::nanoseconds target);
+Result<void> check_endpoint_port(std::int64_t port, std::string_view shown);
+Result<void> check_max_concurrency(std::int64_t n, std::string_view shown);
+Result<void> check_endpoint_target(std::chrono::nanoseconds target);
+Result<void> check_endpoint_max(std::chrono::nanoseconds max, std::chrono::nanoseconds target);
 
 // -- the endpoint list --
 // A problem of the list as a whole, found at entry `index`. When it clashes
@@ -45,45 +54,48 @@ struct EndpointListIssue {
   std::size_t index = 0;
   std::string_view field;  // "name", "port", "path", or "" for the entry as a whole
   std::optional<std::size_t> other;
-  ConfigError error;       // key and place left to the caller
+  Error error;             // key and place left to the caller
 
   // The message with the description of entry `other` filled in.
   std::string message_with(std::string_view other_entry) const;
 };
-std::optional<EndpointListIssue> check_endpoint_list(const std::vector<EndpointConfig>& endpoints);
+Result<void, EndpointListIssue> check_endpoint_list(const std::vector<EndpointConfig>& endpoints);
 
 // -- [[envoy]] --
-std::optional<ConfigError> check_envoy_scope(std::string_view scope);
-std::optional<ConfigError> check_envoy_value(std::string_view value);
+Result<void> check_envoy_scope(std::string_view scope);
+Result<void> check_envoy_value(std::string_view value);
+// The values check_envoy_value accepts, in the order the docs list them.
+std::span<const std::string_view> envoy_value_names();
+inline constexpr std::string_view kEnvoyScopes[] = {"node"};
 // A value read from a signal node.signals does not enable.
-std::optional<ConfigError> check_envoy_value_signal(std::string_view value, const Config& config);
+Result<void> check_envoy_value_signal(std::string_view value, const Config& config);
 // An absolute path -> the normalized file name the bridge writes.
-std::variant<std::string, ConfigError> envoy_file_path(const std::string& absolute, std::string_view example);
+Result<std::string> envoy_file_path(const std::string& absolute, std::string_view example);
 
 // -- paths --
 // At most kMaxPathBytes, each component at most kMaxPathComponentBytes.
-std::optional<ConfigError> check_path_length(std::string_view path);
+Result<void> check_path_length(std::string_view path);
 
 // -- [agent] timing --
-std::optional<ConfigError> check_interval(std::chrono::nanoseconds interval, std::string_view shown);
-std::optional<ConfigError> check_smoothing(std::chrono::nanoseconds smoothing, std::string_view shown);
+Result<void> check_interval(std::chrono::nanoseconds interval, std::string_view shown);
+Result<void> check_smoothing(std::chrono::nanoseconds smoothing, std::string_view shown);
 // The endpoint window's slots (smoothing / interval); the key is
 // "agent.smoothing".
-std::optional<ConfigError> check_window(std::chrono::nanoseconds interval, std::chrono::nanoseconds smoothing);
+Result<void> check_window(std::chrono::nanoseconds interval, std::chrono::nanoseconds smoothing);
 
 // -- [prometheus] --
 // "127.0.0.1:9446", "0.0.0.0:9446", "[::1]:9446", "[::]:9446": an IP literal
 // (IPv6 in brackets) and a port 1..65535. Host names are refused: the
 // address a scraper reaches must not depend on name resolution at start.
-std::optional<ConfigError> check_listen_address(std::string_view address);
+Result<void> check_listen_address(std::string_view address);
 // An absolute path -> the normalized textfile name: it must end in ".prom",
 // which is all node_exporter's textfile collector reads.
-std::variant<std::string, ConfigError> textfile_path(const std::string& absolute);
-std::optional<ConfigError> check_textfile_interval(std::chrono::nanoseconds interval, std::string_view shown);
+Result<std::string> textfile_path(const std::string& absolute);
+Result<void> check_textfile_interval(std::chrono::nanoseconds interval, std::string_view shown);
 
 // -- [oob] --
 // An [oob] listen entry: an address check_listen_address accepts, or
 // "unix:" and an absolute path short enough for a socket address.
-std::optional<ConfigError> check_oob_address(std::string_view address);
+Result<void> check_oob_address(std::string_view address);
 
 }  // namespace headroom::agent

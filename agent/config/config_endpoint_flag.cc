@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "agent/config/config_endpoint_flag.h"
+// headroomd --endpoint 'name=api,port=8080,target=10ms,max=500ms': the keys of
+// an [[endpoint]] as comma-separated key=value, checked like the table.
+#include "agent/config/config.h"
 
 #include <algorithm>
 #include <charconv>
@@ -44,36 +46,41 @@ std::optional<std::int64_t> flag_integer(std::string_view text) {
   return n;
 }
 
-// `err` as the fault of flag key `key`.
-ConfigError at_key(ConfigError err, std::string_view key) {
+// A failed check as the fault of flag key `key`.
+Error at_key(Result<void> failed, std::string_view key) {
+  Error err = std::move(failed).error();
   err.key = std::string(key);
   return err;
 }
 
-// One key=value into `c`; the ConfigError names the key.
-std::optional<ConfigError> set_field(EndpointConfig& c, std::string_view key, std::string_view value,
+// One key=value into `c`; the error names the key.
+Result<void> set_field(EndpointConfig& c, std::string_view key, std::string_view value,
                                      std::optional<std::chrono::nanoseconds>& target,
                                      std::optional<std::chrono::nanoseconds>& max) {
   if (key == "name") {
-    if (auto err = check_endpoint_name(value)) return at_key(std::move(*err), key);
+    if (auto r = check_endpoint_name(value); !r) return at_key(std::move(r), key);
     c.name = std::string(value);
   } else if (key == "port") {
     const auto n = flag_integer(value);
     if (!n) return problem("expected an integer TCP port such as 8080, got " + quote(value), std::string(key));
-    if (auto err = check_endpoint_port(*n, value)) return at_key(std::move(*err), key);
+    if (auto r = check_endpoint_port(*n, value); !r) return at_key(std::move(r), key);
     c.port = static_cast<uint16_t>(*n);
   } else if (key == "path") {
-    if (auto err = check_endpoint_path(value)) return at_key(std::move(*err), key);
+    if (auto r = check_endpoint_path(value); !r) return at_key(std::move(r), key);
     c.path = std::string(value);
   } else if (key == "protocol") {
-    if (auto err = check_endpoint_protocol(value)) return at_key(std::move(*err), key);
+    if (auto r = check_endpoint_protocol(value); !r) return at_key(std::move(r), key);
     c.protocol = *parse_endpoint_protocol(value);
   } else if (key == "target" || key == "max") {
     auto parsed = parse_duration_checked(value);
-    if (auto* err = std::get_if<ConfigError>(&parsed)) return at_key(std::move(*err), key);
-    const auto d = std::get<std::chrono::nanoseconds>(parsed);
+    if (!parsed) {
+      Error err = std::move(parsed).error();
+      err.key = std::string(key);
+      return err;
+    }
+    const auto d = *parsed;
     if (key == "target") {
-      if (auto err = check_endpoint_target(d)) return at_key(std::move(*err), key);
+      if (auto r = check_endpoint_target(d); !r) return at_key(std::move(r), key);
       target = d;
     } else {
       max = d;
@@ -81,15 +88,15 @@ std::optional<ConfigError> set_field(EndpointConfig& c, std::string_view key, st
   } else {  // max_concurrency
     const auto n = flag_integer(value);
     if (!n) return problem("expected an integer such as 64, got " + quote(value), std::string(key));
-    if (auto err = check_max_concurrency(*n, value)) return at_key(std::move(*err), key);
+    if (auto r = check_max_concurrency(*n, value); !r) return at_key(std::move(r), key);
     c.max_concurrency = static_cast<uint32_t>(*n);
   }
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace
 
-std::variant<EndpointConfig, ConfigError> parse_endpoint_flag_checked(std::string_view text) {
+Result<EndpointConfig> parse_endpoint_flag(std::string_view text) {
   if (trim(text).empty()) return problem("is empty; " + expected_form());
   // The flag takes the keys of an [[endpoint]] table.
   const std::vector<std::string_view> keys = keys_in("endpoint");
@@ -120,7 +127,7 @@ std::variant<EndpointConfig, ConfigError> parse_endpoint_flag_checked(std::strin
     if (std::find(seen.begin(), seen.end(), key) != seen.end())
       return problem("duplicate key " + quote(key) + "; give each key once, " + expected_form());
     seen.push_back(*known);
-    if (auto err = set_field(c, key, value, target, max)) return std::move(*err);
+    if (auto r = set_field(c, key, value, target, max); !r) return std::move(r).error();
     if (last) break;
   }
 
@@ -135,17 +142,10 @@ std::variant<EndpointConfig, ConfigError> parse_endpoint_flag_checked(std::strin
     return problem(std::string(missing.size() == 1 ? "missing key " : "missing keys ") + list + "; " +
                    expected_form());
   }
-  if (auto err = check_endpoint_max(*max, *target)) return at_key(std::move(*err), "max");
+  if (auto r = check_endpoint_max(*max, *target); !r) return at_key(std::move(r), "max");
   c.target = *target;
   c.max = *max;
   return c;
-}
-
-std::variant<EndpointConfig, std::string> parse_endpoint_flag(std::string_view text) {
-  auto parsed = parse_endpoint_flag_checked(text);
-  if (auto* c = std::get_if<EndpointConfig>(&parsed)) return std::move(*c);
-  const ConfigError& err = std::get<ConfigError>(parsed);
-  return err.key.empty() ? err.message : err.key + ": " + err.message;
 }
 
 }  // namespace headroom::agent

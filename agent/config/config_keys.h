@@ -3,11 +3,14 @@
 // allows, its default, one line of documentation, and how it is stored into
 // the Config. The reader (agent/config/config.cc) walks the file against this table:
 // unknown keys, type errors, ranges and missing required keys all come from
-// it, and tests/unit/config_keys_test.cc holds the documentation and the
-// shipped example to it.
+// it, and so do the key tables of docs/configuration.md, the man page
+// headroom.toml(5), examples/headroom.toml and the fuzzer's dictionary
+// (agent/config/config_reference.h).
 #pragma once
 
+#include <cstddef>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -29,17 +32,27 @@ enum class KeyType {
   any,       // several types are accepted; the setter checks
 };
 
+// One key. Everything said about it (the parser's checks and messages, the
+// docs' key tables, the man page, the shipped example, the fuzzer's
+// dictionary) comes from this row: the allowed text is built from the same
+// constants the setter checks against, the default from the Config struct's
+// default (headroom-config-reference prints the generated documents).
 struct KeyRow {
   std::string_view section;  // "agent", "node", or the repeated "envoy", "endpoint"
   std::string_view key;
   KeyType type;
-  std::string_view expected;       // "expected <this>, got ..." on a type error
-  std::string_view allowed;        // the range or the values, as the docs say it
-  std::string_view default_value;  // as written in TOML; "" when required or none
-  std::string_view required;       // when non-empty the key is required, and this says what to give
+  std::string expected;       // "expected <this>, got ..." on a type error
+  std::string allowed;        // the range or the values, as the docs say it
+  std::string default_value;  // as written in TOML; "" when required or none
+  std::string_view required;  // when non-empty the key is required, and this says what to give
+  // What the key does, for the docs: Markdown with `code` and [links](x.md)
+  // only; the man page and the example's comments are made from it.
   std::string_view doc;
   // Checks the value's range and stores it; false after reporting an error.
   bool (*set)(KeyValue& value);
+  // In a repeated section, the value the example shows for a key without a
+  // default ("" for a key with one).
+  std::string_view example;
 };
 
 // A top-level key: a table ([agent]) or an array of tables ([[endpoint]]).
@@ -47,6 +60,7 @@ struct SectionRow {
   std::string_view name;
   bool repeated;
   std::string_view entry_is;  // repeated only: "one [[x]] section per <this>"
+  std::size_t max_entries;    // repeated only: the most entries a file may have
 };
 
 std::span<const KeyRow> config_key_rows();
@@ -59,7 +73,8 @@ const KeyRow* find_key(std::string_view section, std::string_view key);
 std::vector<std::string_view> keys_in(std::string_view section);
 // Of those, the ones whose values are tables.
 std::vector<std::string_view> table_keys_in(std::string_view section);
-// The tables a misplaced key may belong in: agent, node, node.weights.
-std::vector<std::string_view> plain_tables();
+// The tables a misplaced key may belong in: each section that is not
+// repeated and the tables among its keys (agent, node, node.weights, ...).
+std::span<const std::string_view> plain_tables();
 
 }  // namespace headroom::agent

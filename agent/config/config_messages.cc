@@ -29,6 +29,21 @@ std::string join(Names names) {
   return out;
 }
 
+std::string quoted_list(Names names, std::string_view last) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? std::string(last) : ", ";
+    out += quote(names[i]);
+  }
+  return out;
+}
+
+std::optional<std::size_t> index_of(Names names, std::string_view word) {
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == word) return i;
+  return std::nullopt;
+}
+
 std::string quote(std::string_view s) {
   constexpr std::size_t kMaxShown = 80;  // keep one-line messages one line
   std::string out = "\"";
@@ -128,8 +143,8 @@ std::string choices(std::string_view word, Names candidates, std::string_view wh
   return hint.empty() ? "; valid " + list : hint + " Valid " + list;
 }
 
-ConfigError problem(std::string message, std::string key) {
-  ConfigError e;
+Error problem(std::string message, std::string key) {
+  Error e;
   e.key = std::move(key);
   e.message = std::move(message);
   return e;

@@ -18,6 +18,11 @@ using Names = std::span<const std::string_view>;
 
 // "a, b, c"
 std::string join(Names names);
+// Each quoted: "\"a\", \"b\", \"c\"", or with `last` before the last one:
+// quoted_list(names, " or ") is "\"a\", \"b\" or \"c\"".
+std::string quoted_list(Names names, std::string_view last = ", ");
+// The position of `word` in `names`.
+std::optional<std::size_t> index_of(Names names, std::string_view word);
 // A TOML basic string, so values in messages look like what the user typed.
 std::string quote(std::string_view s);
 // One component of a dotted key path; signal names contain dots, so they are
@@ -40,6 +45,6 @@ std::string choices(std::string_view word, Names candidates, std::string_view wh
 
 // An error not yet placed in a file: the caller that knows where the value
 // was written fills in file, line, column and, when empty, the key.
-ConfigError problem(std::string message, std::string key = {});
+Error problem(std::string message, std::string key = {});
 
 }  // namespace headroom::agent

@@ -30,7 +30,7 @@ std::string describe(const toml::node& n) {
 // ---------------------------------------------------------------------------
 // ConfigReader
 
-void ConfigReader::error(const toml::source_region& where, const std::string& key, ConfigError err) {
+void ConfigReader::error(const toml::source_region& where, const std::string& key, Error err) {
   err.file = file_;
   err.line = static_cast<int>(where.begin.line);
   err.column = static_cast<int>(where.begin.column);
@@ -84,13 +84,13 @@ void ConfigReader::unknown(const toml::key& k, const toml::node& v, std::string_
   error(k.source(), key, msg + hint);
 }
 
-std::optional<ConfigError> ConfigReader::first_error() const {
-  if (errors_.empty()) return std::nullopt;
-  const auto rank = [](const ConfigError& e) {
+Result<void> ConfigReader::first_error() const {
+  if (errors_.empty()) return {};
+  const auto rank = [](const Error& e) {
     return std::pair(e.line == 0 ? std::numeric_limits<int>::max() : e.line, e.column);
   };
   return *std::min_element(errors_.begin(), errors_.end(),
-                           [&](const ConfigError& a, const ConfigError& b) { return rank(a) < rank(b); });
+                           [&](const Error& a, const Error& b) { return rank(a) < rank(b); });
 }
 
 std::optional<toml::source_region> ConfigReader::where(const std::string& key) const {
@@ -100,13 +100,13 @@ std::optional<toml::source_region> ConfigReader::where(const std::string& key) c
 }
 
 void ConfigReader::later(std::string key, const toml::source_region& where,
-                         std::function<std::optional<ConfigError>(const Config&)> check) {
+                         std::function<Result<void>(const Config&)> check) {
   later_.push_back({std::move(key), where, std::move(check)});
 }
 
 void ConfigReader::finish(const Config& config) {
   for (const Later& l : later_)
-    if (auto err = l.check(config)) error(l.where, l.key, std::move(*err));
+    if (auto r = l.check(config); !r) error(l.where, l.key, std::move(r).error());
   later_.clear();
 }
 
@@ -118,7 +118,7 @@ bool KeyValue::fail(std::string message) const {
   return false;
 }
 
-bool KeyValue::fail(ConfigError err) const {
+bool KeyValue::fail(Error err) const {
   reader.error(node.source(), key, std::move(err));
   return false;
 }
@@ -140,11 +140,11 @@ std::string KeyValue::number_shown() const {
 
 std::optional<std::chrono::nanoseconds> KeyValue::duration() const {
   auto parsed = parse_duration_checked(str());
-  if (auto* err = std::get_if<ConfigError>(&parsed)) {
-    fail(std::move(*err));
+  if (!parsed) {
+    fail(std::move(parsed).error());
     return std::nullopt;
   }
-  return std::get<std::chrono::nanoseconds>(parsed);
+  return *parsed;
 }
 
 std::optional<std::string> KeyValue::absolute_path(std::string_view example) const {
@@ -162,14 +162,14 @@ std::optional<std::string> KeyValue::absolute_path(std::string_view example) con
     fail("must be an absolute path, got " + quote(p) + "; write " + quote("/" + p));
     return std::nullopt;
   }
-  if (auto err = check_path_length(p)) {
-    fail(std::move(*err));
+  if (auto r = check_path_length(p); !r) {
+    fail(std::move(r).error());
     return std::nullopt;
   }
   return p;
 }
 
-void KeyValue::later(std::function<std::optional<ConfigError>(const Config&)> check) const {
+void KeyValue::later(std::function<Result<void>(const Config&)> check) const {
   reader.later(key, node.source(), std::move(check));
 }
 

@@ -27,14 +27,15 @@ class ConfigReader {
   explicit ConfigReader(std::string file) : file_(std::move(file)) {}
 
   // Records `err` at `where`; its key, when empty, becomes `key`.
-  void error(const toml::source_region& where, const std::string& key, ConfigError err);
+  void error(const toml::source_region& where, const std::string& key, Error err);
   void error(const toml::source_region& where, const std::string& key, std::string message);
   void error(const toml::node& where, const std::string& key, std::string message);
   void type_error(const toml::node& v, const std::string& key, std::string_view expected);
   // A key no row of `section` has (a plain table: "", "agent", "node", "node.weights").
   void unknown(const toml::key& k, const toml::node& v, std::string_view section);
-  // The error that comes first in the file; errors without a place last.
-  std::optional<ConfigError> first_error() const;
+  // The error that comes first in the file (errors without a place last),
+  // or success when there is none.
+  Result<void> first_error() const;
 
   // Where a key (dotted, "endpoint[1].name") was written with a valid value.
   void wrote(const std::string& key, const toml::source_region& where) { places_[key] = where; }
@@ -43,17 +44,17 @@ class ConfigReader {
   // A check that needs the whole file (node.signals may follow [[envoy]]),
   // made by finish() and reported at `where` under `key`.
   void later(std::string key, const toml::source_region& where,
-             std::function<std::optional<ConfigError>(const Config&)> check);
+             std::function<Result<void>(const Config&)> check);
   void finish(const Config& config);
 
  private:
   struct Later {
     std::string key;
     toml::source_region where;
-    std::function<std::optional<ConfigError>(const Config&)> check;
+    std::function<Result<void>(const Config&)> check;
   };
   std::string file_;
-  std::vector<ConfigError> errors_;
+  std::vector<Error> errors_;
   std::map<std::string, toml::source_region> places_;
   std::vector<Later> later_;
 };
@@ -70,7 +71,7 @@ struct KeyValue {
 
   // Each reports at the value and returns false.
   bool fail(std::string message) const;
-  bool fail(ConfigError err) const;
+  bool fail(Error err) const;
   bool type_error(std::string_view expected) const;
 
   // Typed access; the row's type was checked before the setter runs.
@@ -85,7 +86,7 @@ struct KeyValue {
   // Non-empty, absolute, without NUL; nullopt after reporting.
   std::optional<std::string> absolute_path(std::string_view example) const;
   // Runs `check` once the whole file is read, reporting at this value.
-  void later(std::function<std::optional<ConfigError>(const Config&)> check) const;
+  void later(std::function<Result<void>(const Config&)> check) const;
 };
 
 }  // namespace headroom::agent

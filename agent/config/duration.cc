@@ -25,7 +25,7 @@ constexpr DurationUnit kUnits[] = {
 constexpr std::string_view kUnitList = "ns, us, ms, s, m, h";
 
 // Why `text` is not a duration, or the duration.
-std::variant<std::chrono::nanoseconds, std::string> parse_explained(std::string_view text) {
+Result<std::chrono::nanoseconds, std::string> parse_explained(std::string_view text) {
   if (text.empty()) return std::string("is empty");
   if (text.find_first_of(" \t\r\n") != std::string_view::npos)
     return std::string("must not contain spaces");
@@ -84,16 +84,16 @@ std::variant<std::chrono::nanoseconds, std::string> parse_explained(std::string_
 
 }  // namespace
 
-std::variant<std::chrono::nanoseconds, ConfigError> parse_duration_checked(std::string_view text) {
+Result<std::chrono::nanoseconds> parse_duration_checked(std::string_view text) {
   auto parsed = parse_explained(text);
-  if (auto* d = std::get_if<std::chrono::nanoseconds>(&parsed)) return *d;
-  return problem("invalid duration " + quote(text) + ": " + std::get<std::string>(parsed) +
+  if (parsed) return *parsed;
+  return problem("invalid duration " + quote(text) + ": " + parsed.error() +
                  "; write a number and a unit (ns, us, ms, s, m, h) without spaces, e.g. \"100ms\" or \"1.5s\"");
 }
 
 std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) {
   auto parsed = parse_explained(text);
-  if (auto* d = std::get_if<std::chrono::nanoseconds>(&parsed)) return *d;
+  if (parsed) return *parsed;
   return std::nullopt;
 }
 

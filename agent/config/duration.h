@@ -6,14 +6,13 @@
 
 #include <chrono>
 #include <string_view>
-#include <variant>
 
 #include "agent/config/config.h"
 
 namespace headroom::agent {
 
-// The duration, or a ConfigError without key or place whose message quotes
+// The duration, or an Error without key or place whose message quotes
 // the text, says what is wrong with it and how to write one.
-std::variant<std::chrono::nanoseconds, ConfigError> parse_duration_checked(std::string_view text);
+Result<std::chrono::nanoseconds> parse_duration_checked(std::string_view text);
 
 }  // namespace headroom::agent

@@ -85,8 +85,8 @@ int usage(const std::string& message) {
 
 Result<nanoseconds> duration_option(const char* flag, const std::string& text) {
   auto d = agent::parse_duration_checked(text);
-  if (auto* e = std::get_if<agent::ConfigError>(&d)) return logic_error(std::string(flag) + " " + text + ": " + e->message);
-  return std::get<nanoseconds>(d);
+  if (!d) return logic_error(std::string(flag) + " " + text + ": " + d.error().message);
+  return *d;
 }
 
 // "host:port/path", "http://host:port/path", "[::1]:8080/x".

@@ -97,12 +97,12 @@ int run_cat(const std::string& file, bool json, std::optional<uid_t> owner) {
 
 int run_check_config(const std::string& file) {
   auto loaded = headroom::agent::load_config(file);
-  if (const auto* e = std::get_if<headroom::agent::ConfigError>(&loaded)) {
-    std::fprintf(stderr, "%s\n", e->to_string().c_str());
+  if (!loaded) {
+    std::fprintf(stderr, "%s\n", loaded.error().to_string().c_str());
     return headroom::agent::kExitConfig;
   }
-  if (auto e = headroom::agent::check_config_on_this_machine(std::get<headroom::agent::Config>(loaded), file)) {
-    std::fprintf(stderr, "%s\n", e->to_string().c_str());
+  if (auto r = headroom::agent::check_config_on_this_machine(*loaded, file); !r) {
+    std::fprintf(stderr, "%s\n", r.error().to_string().c_str());
     return headroom::agent::kExitConfig;
   }
   std::printf("%s: configuration is valid\n", file.c_str());

@@ -36,22 +36,22 @@ int run_oob(const OobOptions& o) {
   xds::service::orca::v3::OrcaLoadReportRequest request;
   if (!o.interval.empty()) {
     auto d = agent::parse_duration_checked(o.interval);
-    if (auto* e = std::get_if<agent::ConfigError>(&d)) {
-      std::fprintf(stderr, "headroomctl oob: --interval %s: %s\n", o.interval.c_str(), e->message.c_str());
+    if (!d) {
+      std::fprintf(stderr, "headroomctl oob: --interval %s: %s\n", o.interval.c_str(), d.error().message.c_str());
       return kExitUsage;
     }
-    const auto ns = std::get<std::chrono::nanoseconds>(d).count();
+    const auto ns = d->count();
     request.mutable_report_interval()->set_seconds(ns / 1'000'000'000);
     request.mutable_report_interval()->set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
   }
   grpc::ClientContext context;
   if (!o.duration.empty()) {
     auto d = agent::parse_duration_checked(o.duration);
-    if (auto* e = std::get_if<agent::ConfigError>(&d)) {
-      std::fprintf(stderr, "headroomctl oob: --duration %s: %s\n", o.duration.c_str(), e->message.c_str());
+    if (!d) {
+      std::fprintf(stderr, "headroomctl oob: --duration %s: %s\n", o.duration.c_str(), d.error().message.c_str());
       return kExitUsage;
     }
-    context.set_deadline(std::chrono::system_clock::now() + std::get<std::chrono::nanoseconds>(d));
+    context.set_deadline(std::chrono::system_clock::now() + *d);
   }
   grpc::ChannelArguments args;
   if (!o.authority.empty()) args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, o.authority);

@@ -71,7 +71,7 @@ bool arm_timer(int tfd, std::chrono::nanoseconds interval) {
   return ::timerfd_settime(tfd, 0, &its, nullptr) == 0;
 }
 
-int log_config_error(const ConfigError& e) {
+int log_config_error(const Error& e) {
   spdlog::error("{}", e.to_string());
   return kExitConfig;
 }
@@ -87,19 +87,15 @@ void apply_overrides(Config& c, const Overrides& o) {
   if (o.no_ebpf) c.ebpf = EbpfMode::off;
 }
 
-std::variant<Config, ConfigError> load_effective_config(const DaemonOptions& options) {
-  std::variant<Config, ConfigError> loaded;
+Result<Config> load_effective_config(const DaemonOptions& options) {
   struct stat st{};
-  if (!options.config_path_explicit && ::stat(options.config_path.c_str(), &st) != 0 && errno == ENOENT) {
-    loaded = Config{};
-  } else {
-    loaded = load_config(options.config_path);
-  }
-  if (auto* c = std::get_if<Config>(&loaded)) {
-    apply_overrides(*c, options.overrides);
+  const bool absent = !options.config_path_explicit && ::stat(options.config_path.c_str(), &st) != 0 && errno == ENOENT;
+  Result<Config> loaded = absent ? Result<Config>(Config{}) : load_config(options.config_path);
+  if (loaded) {
+    apply_overrides(*loaded, options.overrides);
     // The file's endpoints were checked on their own; now with the flags'.
     if (!options.overrides.endpoints.empty())
-      if (auto e = validate_endpoints(c->endpoints, "--endpoint")) return *e;
+      if (auto r = validate_endpoints(loaded->endpoints, "--endpoint"); !r) return std::move(r).error();
   }
   return loaded;
 }
@@ -206,10 +202,10 @@ class Loop {
     notify("RELOADING=1");
     spdlog::info("SIGHUP: reloading {}", options_.config_path);
     auto next = load_effective_config(options_);
-    if (auto* e = std::get_if<ConfigError>(&next)) {
-      spdlog::error("reload rejected, the running configuration stays in force: {}", e->to_string());
-      agent_.reload_failed("rejected: " + e->to_string());
-    } else if (auto rebuilt = build_reload(std::get<Config>(std::move(next)), agent_); !rebuilt) {
+    if (!next) {
+      spdlog::error("reload rejected, the running configuration stays in force: {}", next.error().to_string());
+      agent_.reload_failed("rejected: " + next.error().to_string());
+    } else if (auto rebuilt = build_reload(std::move(next).value(), agent_); !rebuilt) {
       spdlog::error("reload failed, the running configuration stays in force: {}", rebuilt.error().message);
       agent_.reload_failed(rebuilt.error().message);
     } else {
@@ -238,8 +234,8 @@ class Loop {
 
 int run_daemon(const DaemonOptions& options) {
   auto loaded = load_effective_config(options);
-  if (auto* e = std::get_if<ConfigError>(&loaded)) return log_config_error(*e);
-  Config config = std::get<Config>(std::move(loaded));
+  if (!loaded) return log_config_error(loaded.error());
+  Config config = std::move(loaded).value();
   set_log_level(config.log_level);
   if (!options.config_path_explicit && ::access(options.config_path.c_str(), F_OK) != 0)
     spdlog::info("no configuration file at {}; running with the defaults", options.config_path);

@@ -33,7 +33,7 @@ struct DaemonOptions {
 };
 
 // Loads the configuration named by the options, with the overrides applied.
-std::variant<Config, ConfigError> load_effective_config(const DaemonOptions& options);
+Result<Config> load_effective_config(const DaemonOptions& options);
 
 // Runs until stopped; returns the process exit code.
 int run_daemon(const DaemonOptions& options);

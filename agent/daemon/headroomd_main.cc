@@ -59,22 +59,22 @@ int main(int argc, char** argv) {
   }
   for (const std::string& spec : endpoint_specs) {
     auto parsed = parse_endpoint_flag(spec);
-    if (const auto* err = std::get_if<std::string>(&parsed)) {
-      std::fprintf(stderr, "headroomd: --endpoint '%s': %s\n", spec.c_str(), err->c_str());
+    if (!parsed) {
+      std::fprintf(stderr, "headroomd: --endpoint '%s': %s\n", spec.c_str(), parsed.error().to_string().c_str());
       return kExitUsage;
     }
-    opt.overrides.endpoints.push_back(std::move(std::get<EndpointConfig>(parsed)));
+    opt.overrides.endpoints.push_back(std::move(parsed).value());
   }
   setup_logging(opt.overrides.log_level.value_or(LogLevel::info));
 
   if (check_only) {
     auto loaded = load_effective_config(opt);
-    if (auto* e = std::get_if<ConfigError>(&loaded)) {
-      std::fprintf(stderr, "%s\n", e->to_string().c_str());
+    if (!loaded) {
+      std::fprintf(stderr, "%s\n", loaded.error().to_string().c_str());
       return kExitConfig;
     }
-    if (auto e = check_config_on_this_machine(std::get<Config>(loaded), opt.config_path)) {
-      std::fprintf(stderr, "%s\n", e->to_string().c_str());
+    if (auto r = check_config_on_this_machine(*loaded, opt.config_path); !r) {
+      std::fprintf(stderr, "%s\n", r.error().to_string().c_str());
       return kExitConfig;
     }
     std::printf("%s: configuration is valid\n", opt.config_path.c_str());

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The configuration parser, agent::parse_config. Input: the text of a
 // headroom.toml. Invariants beyond "no crash": a rejected file gets a
-// ConfigError that names the file and says what is wrong; an accepted one is
+// headroom::Error that names the file and says what is wrong; an accepted one is
 // a configuration the agent can run with:
 //  - agent.interval within kMinInterval..kMaxInterval, agent.smoothing within
 //    0..kMaxSmoothing and at most kMaxWindowSlots intervals;
@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <set>
 #include <string>
-#include <variant>
 
 #include "agent/config/config.h"
 #include "agent/config/config_checks.h"
@@ -81,8 +80,8 @@ void check_config(const agent::Config& c) {
     if (!files.insert(orca::report_file_name("endpoint." + e.name)).second)
       fail(kTarget, "two endpoints share the report file of \"" + e.name + "\"");
   }
-  if (auto err = agent::validate_endpoints(c.endpoints, kFile))
-    fail(kTarget, "accepted endpoints fail validate_endpoints: " + err->to_string());
+  if (auto r = agent::validate_endpoints(c.endpoints, kFile); !r)
+    fail(kTarget, "accepted endpoints fail validate_endpoints: " + r.error().to_string());
 
   for (const auto& s : c.signals)
     if (!is_signal(s)) fail(kTarget, "unknown signal \"" + s + "\" accepted");
@@ -116,11 +115,12 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto parsed = agent::parse_config(headroom::fuzz::as_text(data, size), kFile);
-  if (const auto* err = std::get_if<agent::ConfigError>(&parsed)) {
-    if (err->file != kFile) fail(kTarget, "error does not name the file: " + err->to_string());
-    if (err->message.empty()) fail(kTarget, "error without a message: " + err->to_string());
+  if (!parsed) {
+    const headroom::Error& err = parsed.error();
+    if (err.file != kFile) fail(kTarget, "error does not name the file: " + err.to_string());
+    if (err.message.empty()) fail(kTarget, "error without a message: " + err.to_string());
     return 0;
   }
-  check_config(std::get<agent::Config>(parsed));
+  check_config(*parsed);
   return 0;
 }

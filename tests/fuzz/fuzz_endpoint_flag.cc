@@ -1,18 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// headroomd --endpoint: parse_endpoint_flag and parse_endpoint_flag_checked.
-// Input: the flag's text. Invariants beyond "no crash":
-//  - both entry points agree (same endpoint, or both an error; the string
-//    form's message is the checked form's, with its key);
-//  - an error has a message; an accepted endpoint passes validate_endpoints
+// headroomd --endpoint: parse_endpoint_flag. Input: the flag's text.
+// Invariants beyond "no crash":
+//  - an error has a message and no file or place (the flag is not a file);
+//    its key, when set, is a key of [[endpoint]];
+//  - an accepted endpoint passes validate_endpoints
 //    and names a report file the writer takes;
 //  - an accepted endpoint written back as a flag (durations through
 //    format_duration) parses to the same endpoint.
+#include <algorithm>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "agent/config/config.h"
-#include "agent/config/config_endpoint_flag.h"
+#include "agent/config/config_keys.h"
 #include "fuzz_support.h"
 #include "headroom/orca/report.h"
 
@@ -41,31 +41,27 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text = headroom::fuzz::as_text(data, size);
-  auto checked = agent::parse_endpoint_flag_checked(text);
-  auto plain = agent::parse_endpoint_flag(text);
-  if (const auto* err = std::get_if<agent::ConfigError>(&checked)) {
-    if (err->message.empty()) fail(kTarget, "an error without a message");
-    const auto* msg = std::get_if<std::string>(&plain);
-    if (msg == nullptr) fail(kTarget, "parse_endpoint_flag accepts what parse_endpoint_flag_checked rejects");
-    const std::string want = err->key.empty() ? err->message : err->key + ": " + err->message;
-    if (*msg != want) fail(kTarget, "the two messages differ: \"" + *msg + "\" vs \"" + want + "\"");
+  auto parsed = agent::parse_endpoint_flag(text);
+  if (!parsed) {
+    const headroom::Error& err = parsed.error();
+    if (err.message.empty()) fail(kTarget, "an error without a message");
+    if (!err.file.empty() || err.line != 0) fail(kTarget, "an error with a place: " + err.to_string());
+    const auto keys = agent::keys_in("endpoint");
+    if (!err.key.empty() && std::find(keys.begin(), keys.end(), err.key) == keys.end())
+      fail(kTarget, "an error naming no key of [[endpoint]]: " + err.to_string());
     return 0;
   }
-  const auto& e = std::get<agent::EndpointConfig>(checked);
-  const auto* same = std::get_if<agent::EndpointConfig>(&plain);
-  if (same == nullptr || !(*same == e)) fail(kTarget, "the two entry points disagree");
-  if (auto err = agent::validate_endpoints({e}, "--endpoint"))
-    fail(kTarget, "an accepted flag fails validate_endpoints: " + err->to_string());
+  const agent::EndpointConfig& e = *parsed;
+  if (auto r = agent::validate_endpoints({e}, "--endpoint"); !r)
+    fail(kTarget, "an accepted flag fails validate_endpoints: " + r.error().to_string());
   const std::string file = orca::report_file_name("endpoint." + e.name);
   if (file.front() == '.' || file.find('/') != std::string::npos || file.find('\0') != std::string::npos ||
       file.size() >= 200)
     fail(kTarget, "report file name \"" + file + "\" is not one the writer takes");
   const std::string again = as_flag(e);
-  auto back = agent::parse_endpoint_flag_checked(again);
-  const auto* b = std::get_if<agent::EndpointConfig>(&back);
-  if (b == nullptr)
-    fail(kTarget, "\"" + again + "\", written from an accepted flag, is rejected: " +
-                      std::get<agent::ConfigError>(back).to_string());
-  if (!(*b == e)) fail(kTarget, "\"" + again + "\" parses to another endpoint");
+  auto back = agent::parse_endpoint_flag(again);
+  if (!back)
+    fail(kTarget, "\"" + again + "\", written from an accepted flag, is rejected: " + back.error().to_string());
+  if (!(*back == e)) fail(kTarget, "\"" + again + "\" parses to another endpoint");
   return 0;
 }

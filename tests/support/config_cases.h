@@ -9,7 +9,6 @@
 #include <ostream>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 #include "agent/config/config.h"
@@ -18,20 +17,20 @@ namespace headroom::agent::config_cases {
 
 inline Config must_parse(std::string_view text) {
   auto r = parse_config(text, "test.toml");
-  if (const auto* e = std::get_if<ConfigError>(&r)) {
-    ADD_FAILURE() << "unexpected error: " << e->to_string() << "\nin:\n" << text;
+  if (!r) {
+    ADD_FAILURE() << "unexpected error: " << r.error().to_string() << "\nin:\n" << text;
     return Config{};
   }
-  return std::get<Config>(r);
+  return r.value();
 }
 
-inline ConfigError must_fail(std::string_view text) {
+inline Error must_fail(std::string_view text) {
   auto r = parse_config(text, "test.toml");
-  if (std::holds_alternative<Config>(r)) {
+  if (r) {
     ADD_FAILURE() << "parsed without error:\n" << text;
-    return ConfigError{};
+    return Error{};
   }
-  return std::get<ConfigError>(r);
+  return r.error();
 }
 
 struct ErrorCase {
@@ -47,7 +46,7 @@ inline void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.name; }
 
 // The error of c.text has c's key, place and message parts.
 inline void expect_error_case(const ErrorCase& c) {
-  const ConfigError e = must_fail(c.text);
+  const Error e = must_fail(c.text);
   EXPECT_EQ(e.file, "test.toml");
   EXPECT_EQ(e.key, c.key) << e.to_string();
   EXPECT_EQ(e.line, c.line) << e.to_string();

@@ -12,7 +12,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <variant>
 #include <vector>
 
 namespace headroom::agent {
@@ -26,20 +25,20 @@ using ::testing::Not;
 
 EndpointConfig flag_ok(std::string_view text) {
   auto r = parse_endpoint_flag(text);
-  if (const auto* e = std::get_if<std::string>(&r)) {
-    ADD_FAILURE() << "unexpected error: " << *e << "\nfor: " << text;
+  if (!r) {
+    ADD_FAILURE() << "unexpected error: " << r.error().to_string() << "\nfor: " << text;
     return EndpointConfig{};
   }
-  return std::get<EndpointConfig>(r);
+  return r.value();
 }
 
 std::string flag_error(std::string_view text) {
   auto r = parse_endpoint_flag(text);
-  if (std::holds_alternative<EndpointConfig>(r)) {
+  if (r) {
     ADD_FAILURE() << "parsed without error: " << text;
     return {};
   }
-  return std::get<std::string>(r);
+  return r.error().to_string();
 }
 
 std::string read_file(const std::string& path) {
@@ -152,7 +151,7 @@ class EndpointConfigErrors : public ::testing::TestWithParam<ErrorCase> {};
 TEST_P(EndpointConfigErrors, ReportsKeyPlaceAndMessage) {
   const ErrorCase& c = GetParam();
   expect_error_case(c);
-  const ConfigError e = must_fail(c.text);
+  const Error e = must_fail(c.text);
   EXPECT_THAT(e.to_string(), HasSubstr("test.toml:" + std::to_string(c.line) + ":" + std::to_string(c.column) + ": " +
                                        c.key + ": "));
 }
@@ -285,7 +284,7 @@ INSTANTIATE_TEST_SUITE_P(Table, EndpointConfigErrors, ::testing::ValuesIn(kError
 
 TEST(EndpointConfigErrors, OnLaterEntryOnlyWhenEveryEntryIsValid) {
   // An invalid entry is reported rather than a duplicate among the others.
-  const ConfigError e = must_fail(table("a", 80) + table("a", 81) + table("c", 82, "path = \"x\"\n"));
+  const Error e = must_fail(table("a", 80) + table("a", 81) + table("c", 82, "path = \"x\"\n"));
   EXPECT_EQ(e.key, "endpoint[2].path") << e.to_string();
 }
 
@@ -298,7 +297,7 @@ TEST(EndpointConfigLimits, At256EndpointsAndNotAbove) {
   EXPECT_EQ(must_parse(text).endpoints.size(), kMaxEndpoints);
 
   text += table("e256", 2000);  // header on line 256 * 5 + 1
-  const ConfigError e = must_fail(text);
+  const Error e = must_fail(text);
   EXPECT_EQ(e.key, "endpoint[256]");
   EXPECT_EQ(e.line, 256 * 5 + 1);
   EXPECT_EQ(e.column, 1);
@@ -313,7 +312,7 @@ TEST(EndpointConfigLimits, At16PathsPerPortAndNotAbove) {
   EXPECT_EQ(must_parse(text).endpoints.size(), 18u);
 
   const std::string over = text + table("p16", 8080, "path = \"/p16\"\n");
-  const ConfigError e = must_fail(over);
+  const Error e = must_fail(over);
   EXPECT_EQ(e.key, "endpoint[18].path");
   EXPECT_EQ(e.line, 5 + 16 * 6 + 6 + 6);  // its path line
   EXPECT_EQ(e.column, 8);
@@ -353,7 +352,7 @@ TEST(EndpointFlag, SameChecksAsTheTable) {
     toml += std::string(key) + " = " + (integer ? std::string(value) : "\"" + std::string(value) + "\"") + "\n";
 
     const std::string err = flag_error(spec);
-    const ConfigError e = must_fail(toml);
+    const Error e = must_fail(toml);
     EXPECT_EQ(e.key, "endpoint[0]." + std::string(key)) << toml;
     EXPECT_FALSE(e.message.empty());
     EXPECT_EQ(err, std::string(key) + ": " + e.message) << spec;
@@ -414,9 +413,9 @@ INSTANTIATE_TEST_SUITE_P(Table, EndpointFlagErrors, ::testing::ValuesIn(kFlagErr
 // validate_endpoints: the merged list (the file's entries, then the flags')
 
 TEST(ValidateEndpoints, AcceptsAValidList) {
-  EXPECT_FALSE(validate_endpoints({}, "f.toml").has_value());
-  EXPECT_FALSE(
-      validate_endpoints({ep("a", 80), ep("b", 80, "/b"), ep("c", 80, "/c"), ep("d", 81)}, "f.toml").has_value());
+  EXPECT_TRUE(validate_endpoints({}, "f.toml").ok());
+  EXPECT_TRUE(
+      validate_endpoints({ep("a", 80), ep("b", 80, "/b"), ep("c", 80, "/c"), ep("d", 81)}, "f.toml").ok());
 }
 
 TEST(ValidateEndpoints, FlagDuplicatingAFileEntry) {
@@ -424,47 +423,47 @@ TEST(ValidateEndpoints, FlagDuplicatingAFileEntry) {
   std::vector<EndpointConfig> merged = c.endpoints;
   merged.push_back(flag_ok("name=api,port=9000,target=1ms,max=2ms"));
   auto e = validate_endpoints(merged, "/etc/headroom/headroom.toml");
-  ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->file, "/etc/headroom/headroom.toml");
-  EXPECT_EQ(e->line, 0);
-  EXPECT_EQ(e->key, "endpoint[2].name");
-  EXPECT_THAT(e->message, HasSubstr("duplicate name \"api\" (already used by endpoint[0], \"api\" on port 8080)"));
-  EXPECT_THAT(e->to_string(), ::testing::StartsWith("/etc/headroom/headroom.toml: endpoint[2].name: duplicate name"));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().file, "/etc/headroom/headroom.toml");
+  EXPECT_EQ(e.error().line, 0);
+  EXPECT_EQ(e.error().key, "endpoint[2].name");
+  EXPECT_THAT(e.error().message, HasSubstr("duplicate name \"api\" (already used by endpoint[0], \"api\" on port 8080)"));
+  EXPECT_THAT(e.error().to_string(), ::testing::StartsWith("/etc/headroom/headroom.toml: endpoint[2].name: duplicate name"));
 }
 
 TEST(ValidateEndpoints, PortAndPathClashes) {
   auto e = validate_endpoints({ep("a", 80), ep("b", 80, "/x"), ep("c", 80)}, "f");
-  ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->key, "endpoint[2].port");
-  EXPECT_THAT(e->message, HasSubstr("port 80 already has an endpoint without a path"));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().key, "endpoint[2].port");
+  EXPECT_THAT(e.error().message, HasSubstr("port 80 already has an endpoint without a path"));
 
   e = validate_endpoints({ep("a", 80, "/x"), ep("b", 80, "/x")}, "f");
-  ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->key, "endpoint[1].path");
-  EXPECT_THAT(e->message, HasSubstr("duplicate port 80 and path \"/x\""));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().key, "endpoint[1].path");
+  EXPECT_THAT(e.error().message, HasSubstr("duplicate port 80 and path \"/x\""));
 
   // A prefix of another path is not a clash: the longest prefix wins.
-  EXPECT_FALSE(validate_endpoints({ep("a", 80, "/x"), ep("b", 80, "/xy"), ep("c", 80, "/")}, "f").has_value());
+  EXPECT_TRUE(validate_endpoints({ep("a", 80, "/x"), ep("b", 80, "/xy"), ep("c", 80, "/")}, "f").ok());
 }
 
 TEST(ValidateEndpoints, Limits) {
   std::vector<EndpointConfig> list;
   for (std::size_t i = 0; i < kMaxEndpoints; ++i) list.push_back(ep("e" + std::to_string(i), static_cast<uint16_t>(1 + i)));
-  EXPECT_FALSE(validate_endpoints(list, "f").has_value());
+  EXPECT_TRUE(validate_endpoints(list, "f").ok());
   list.push_back(ep("one-more", 5000));
   auto e = validate_endpoints(list, "f");
-  ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->key, "endpoint[256]");
-  EXPECT_THAT(e->message, HasSubstr("at most 256 endpoints"));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().key, "endpoint[256]");
+  EXPECT_THAT(e.error().message, HasSubstr("at most 256 endpoints"));
 
   list.clear();
   for (std::size_t i = 0; i < kMaxPathsPerPort; ++i) list.push_back(ep("p" + std::to_string(i), 80, "/" + std::to_string(i)));
-  EXPECT_FALSE(validate_endpoints(list, "f").has_value());
+  EXPECT_TRUE(validate_endpoints(list, "f").ok());
   list.push_back(ep("p16", 80, "/16"));
   e = validate_endpoints(list, "f");
-  ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->key, "endpoint[16].path");
-  EXPECT_THAT(e->message, HasSubstr("at most 16 endpoints with a path are supported per port"));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().key, "endpoint[16].path");
+  EXPECT_THAT(e.error().message, HasSubstr("at most 16 endpoints with a path are supported per port"));
 }
 
 TEST(ValidateEndpoints, ChecksEachEntryToo) {
@@ -472,19 +471,19 @@ TEST(ValidateEndpoints, ChecksEachEntryToo) {
   EndpointConfig bad = ep("a", 80);
   bad.port = 0;
   auto e = validate_endpoints({ep("ok", 81), bad}, "f");
-  ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->key, "endpoint[1].port");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().key, "endpoint[1].port");
 
   bad = ep("a", 80);
   bad.max = 1ms;  // below target
   e = validate_endpoints({bad}, "f");
-  ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->key, "endpoint[0].max");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().key, "endpoint[0].max");
 
   bad = ep("a b", 80);
   e = validate_endpoints({bad}, "f");
-  ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->key, "endpoint[0].name");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().key, "endpoint[0].name");
 }
 
 // ---------------------------------------------------------------------------
@@ -536,7 +535,7 @@ TEST(EndpointProtocol, DefaultsToHttp1AndTakesHttp2) {
 }
 
 TEST(EndpointProtocol, UnknownNamesSayWhatToWrite) {
-  ConfigError e = must_fail(table("a", 80, "protocol = \"grpc\"\n"));
+  Error e = must_fail(table("a", 80, "protocol = \"grpc\"\n"));
   EXPECT_EQ(e.key, "endpoint[0].protocol") << e.to_string();
   EXPECT_THAT(e.message, HasSubstr("must be \"http1\" or \"http2\", got \"grpc\"; write \"http2\""));
   EXPECT_GT(e.line, 0) << e.to_string();
@@ -554,19 +553,19 @@ TEST(EndpointProtocol, Http2TakesNoPathAndAPortSpeaksOneProtocol) {
   EndpointConfig h2_path = ep("rpc2", 80, "/x");
   h2_path.protocol = EndpointProtocol::http2;
   auto e = validate_endpoints({h2_path}, "f");
-  ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->key, "endpoint[0].path");
-  EXPECT_THAT(e->message, HasSubstr("cannot be used with protocol = \"http2\""));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().key, "endpoint[0].path");
+  EXPECT_THAT(e.error().message, HasSubstr("cannot be used with protocol = \"http2\""));
 
   e = validate_endpoints({h2, ep("web", 80, "/x")}, "f");
-  ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->key, "endpoint[1].protocol");
-  EXPECT_THAT(e->message, HasSubstr("is \"http1\" on port 80, which endpoint[0]"));
-  EXPECT_THAT(e->message, HasSubstr("says is \"http2\"; every endpoint of a port speaks the same protocol"));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().key, "endpoint[1].protocol");
+  EXPECT_THAT(e.error().message, HasSubstr("is \"http1\" on port 80, which endpoint[0]"));
+  EXPECT_THAT(e.error().message, HasSubstr("says is \"http2\"; every endpoint of a port speaks the same protocol"));
 
   EndpointConfig other_port = ep("web", 81);
-  EXPECT_FALSE(validate_endpoints({h2, other_port}, "f").has_value());
-  const ConfigError f = must_fail(table("a", 80, "protocol = \"http2\"\npath = \"/x\"\n"));
+  EXPECT_TRUE(validate_endpoints({h2, other_port}, "f").ok());
+  const Error f = must_fail(table("a", 80, "protocol = \"http2\"\npath = \"/x\"\n"));
   EXPECT_EQ(f.key, "endpoint[0].path") << f.to_string();
 }
 

@@ -265,12 +265,12 @@ TEST(OrcaDirSafety, AWorldWritableDirectoryIsRefusedWithWhatToDoOrAcceptedWhenTo
 
 TEST(OrcaDirSafety, TheKeyTakesRefuseOrWarn) {
   auto warn = agent::parse_config("[agent]\nunsafe_orca_dir = \"warn\"\n", "t.toml");
-  ASSERT_TRUE(std::holds_alternative<agent::Config>(warn));
-  EXPECT_EQ(std::get<agent::Config>(warn).unsafe_orca_dir, agent::UnsafeDirAction::warn);
+  ASSERT_TRUE(warn.ok());
+  EXPECT_EQ(warn.value().unsafe_orca_dir, agent::UnsafeDirAction::warn);
   EXPECT_EQ(agent::Config{}.unsafe_orca_dir, agent::UnsafeDirAction::refuse);
   auto bad = agent::parse_config("[agent]\nunsafe_orca_dir = \"refuze\"\n", "t.toml");
-  ASSERT_TRUE(std::holds_alternative<agent::ConfigError>(bad));
-  const auto message = std::get<agent::ConfigError>(bad).to_string();
+  ASSERT_TRUE(!bad.ok());
+  const auto message = bad.error().to_string();
   EXPECT_NE(message.find("agent.unsafe_orca_dir"), std::string::npos) << message;
   EXPECT_NE(message.find("\"refuse\""), std::string::npos) << message;
 }

@@ -51,12 +51,12 @@ class ListenAddresses : public ::testing::TestWithParam<ListenCase> {};
 
 TEST_P(ListenAddresses, AcceptIpLiteralsAndPortsOnly) {
   const ListenCase& c = GetParam();
-  const auto err = check_listen_address(c.address);
+  const auto r = check_listen_address(c.address);
   if (c.ok) {
-    EXPECT_FALSE(err) << c.address << ": " << err->message;
+    EXPECT_TRUE(r.ok()) << c.address << ": " << r.error().message;
   } else {
-    ASSERT_TRUE(err) << c.address << " was accepted";
-    EXPECT_THAT(err->message, ::testing::HasSubstr(c.message_part)) << c.address;
+    ASSERT_FALSE(r.ok()) << c.address << " was accepted";
+    EXPECT_THAT(r.error().message, ::testing::HasSubstr(c.message_part)) << c.address;
   }
 }
 
