@@ -9,34 +9,27 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <iterator>
 
 #include "publishers/orca_dir_publisher.h"  // make_directories
 
 namespace headroom::publishers {
-namespace {
-
-constexpr std::string_view kUtilizationPrefix = "utilization.";
-
-}  // namespace
+// kEnvoyValueNames (envoy_bridge_config.h) lists the kinds before
+// `utilization`, in their order.
+static_assert(std::size(kEnvoyValueNames) == static_cast<std::size_t>(EnvoyValue::Kind::utilization));
 
 std::optional<EnvoyValue> parse_envoy_value(std::string_view text) {
-  using Kind = EnvoyValue::Kind;
-  if (text == "application_utilization") return EnvoyValue{Kind::application_utilization, {}};
-  if (text == "cpu_utilization") return EnvoyValue{Kind::cpu_utilization, {}};
-  if (text == "mem_utilization") return EnvoyValue{Kind::mem_utilization, {}};
-  if (text.starts_with(kUtilizationPrefix) && text.size() > kUtilizationPrefix.size())
-    return EnvoyValue{Kind::utilization, std::string(text.substr(kUtilizationPrefix.size()))};
+  for (std::size_t i = 0; i < std::size(kEnvoyValueNames); ++i)
+    if (text == kEnvoyValueNames[i].name) return EnvoyValue{static_cast<EnvoyValue::Kind>(i), {}};
+  constexpr std::string_view prefix = kEnvoyUtilizationPrefix;
+  if (text.starts_with(prefix) && text.size() > prefix.size())
+    return EnvoyValue{EnvoyValue::Kind::utilization, std::string(text.substr(prefix.size()))};
   return std::nullopt;
 }
 
 std::string envoy_value_name(const EnvoyValue& value) {
-  switch (value.kind) {
-    case EnvoyValue::Kind::application_utilization: return "application_utilization";
-    case EnvoyValue::Kind::cpu_utilization: return "cpu_utilization";
-    case EnvoyValue::Kind::mem_utilization: return "mem_utilization";
-    case EnvoyValue::Kind::utilization: return std::string(kUtilizationPrefix) + value.key;
-  }
-  return "application_utilization";
+  if (value.kind == EnvoyValue::Kind::utilization) return std::string(kEnvoyUtilizationPrefix) + value.key;
+  return std::string(kEnvoyValueNames[static_cast<std::size_t>(value.kind)].name);
 }
 
 std::optional<double> select_envoy_value(const orca::Report& report, const EnvoyValue& value) {

@@ -25,16 +25,7 @@ ResponseFrame incomplete(std::size_t need) {
   return p;
 }
 
-char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
 // `a` equals the lower-case `b`, ignoring ASCII case.
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (lower(a[i]) != b[i]) return false;
-  return true;
-}
-
 // Calls fn(token) for each comma-separated, trimmed, non-empty token.
 template <typename Fn>
 void for_each_token(std::string_view list, Fn fn) {

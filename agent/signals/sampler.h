@@ -34,7 +34,6 @@ class NodeSampler {
 
   // Signals currently unavailable, with the reason (the first error seen).
   const std::map<std::string, std::string, std::less<>>& unavailable() const { return availability_.reasons(); }
-  bool uses_cgroup() const { return cgroup_ != nullptr; }
 
  private:
   explicit NodeSampler(const Config& config);

@@ -55,7 +55,6 @@ struct SampleContext {
   probes::CgroupProbe* cgroup = nullptr;                    // null: the host is measured
   const probes::CgroupReading* cgroup_reading = nullptr;  // null: no cgroup, or it could not be read
   const Error* cgroup_error = nullptr;                      // why it could not be read
-  const probes::HostCpuReading* host_cpu = nullptr;         // /proc/stat, when the cpu signal read it
   Availability* availability = nullptr;
 
   // Results. Entries of a NodeSample kept across ticks are overwritten in

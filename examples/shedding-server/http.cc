@@ -9,16 +9,8 @@
 #include <headroom/orca/text.h>
 
 namespace shedding_server {
-namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-  return true;
-}
-
-}  // namespace
+using headroom::iequals;
 
 Parse parse_request(std::string_view buf, std::string_view priority_header, Request& r) {
   const std::size_t end = buf.find("\r\n\r\n");

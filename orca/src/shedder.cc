@@ -36,7 +36,8 @@ double cubic_in(double u, ShedWindow w) noexcept {
   return x * x * x;
 }
 
-bool iequals(std::string_view a, std::string_view b) noexcept {
+// `a` spells the priority name `b` (upper case, "_"): any case, "-" for "_".
+bool names_priority(std::string_view a, std::string_view b) noexcept {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {
     char c = a[i];
@@ -89,7 +90,7 @@ std::string_view bucket_name(Bucket bucket) noexcept {
 std::optional<Bucket> parse_bucket(std::string_view name) noexcept {
   for (int i = 0; i < kBucketCount; ++i) {
     const auto b = static_cast<Bucket>(i);
-    if (iequals(name, bucket_name(b))) return b;
+    if (names_priority(name, bucket_name(b))) return b;
   }
   return std::nullopt;
 }
@@ -133,8 +134,8 @@ std::string_view stale_policy_name(StalePolicy policy) noexcept {
 }
 
 std::optional<StalePolicy> parse_stale_policy(std::string_view name) noexcept {
-  if (iequals(name, "FAIL_OPEN")) return StalePolicy::fail_open;
-  if (iequals(name, "USE_LAST")) return StalePolicy::use_last;
+  if (names_priority(name, "FAIL_OPEN")) return StalePolicy::fail_open;
+  if (names_priority(name, "USE_LAST")) return StalePolicy::use_last;
   return std::nullopt;
 }
 
