@@ -1,11 +1,16 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # Runs every test of headroom: installs the build dependencies (root), builds
-# with warnings as errors, runs the whole suite (unit and integration tiers),
-# then builds again with AddressSanitizer + UBSan and runs the suite once more,
-# and last runs every fuzz target for a few seconds (tests/fuzz/, clang's libFuzzer).
+# with warnings as errors and runs the whole suite (unit, integration, fault
+# and packaging tiers); builds again with AddressSanitizer + UBSan what the
+# tests labelled `sanitize` need (the unit tier and the integration tests of
+# memory-heavy paths that do not measure the machine) and runs those; last
+# runs every fuzz target for a few seconds (tests/fuzz/, clang's libFuzzer),
+# two at a time. The packaging tier (containers; it measures nothing) runs
+# beside the sanitizer and fuzz builds, which are niced. Prints how long each
+# phase took.
 #
-#   sudo tests/run-all.sh            # everything
+#   tests/run-all.sh                 # everything, as root (or with sudo)
 #   tests/run-all.sh --no-deps       # skip apt-get (dependencies already there)
 #   tests/run-all.sh --no-sanitize   # skip the sanitizer pass
 #   tests/run-all.sh --no-fuzz       # skip the fuzz pass
@@ -27,7 +32,7 @@ for arg in "$@"; do
 done
 if [ "$deps" = 1 ]; then
   if [ "$(id -u)" -ne 0 ]; then
-    echo "tests/run-all.sh: installing dependencies needs root: sudo $0 (or --no-deps)" >&2
+    echo "tests/run-all.sh: installing dependencies needs root: run it as root, or with sudo (or pass --no-deps)" >&2
     exit 1
   fi
   packaging/install-build-deps.sh
@@ -59,21 +64,58 @@ fi
 jobs=$(nproc)
 start=$(date +%s)
 elapsed() { echo "$(($(date +%s) - start)) s"; }
-pass() {
+# The breakdown printed at the end: "phase seconds" lines.
+phases=
+since=
+begin() { since=$(date +%s); }
+took() { phases="$phases$1: $(($(date +%s) - since)) s
+"; }
+ccache_stats() {
+  if [ -n "$launcher" ]; then ccache -s | grep -E 'Hits|Misses' | tr -s ' ' | sed 's/^/ccache: /'; ccache -z >/dev/null; fi
+}
+configure() {
   dir=$1; shift
-  echo "=== build $dir ($*) at $(elapsed)"
   # shellcheck disable=SC2086 # $launcher is two words or none
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADROOM_WERROR=ON $launcher "$@" >/dev/null
-  cmake --build "$dir" -j"$jobs"
-  if [ -n "$launcher" ]; then ccache -s | grep -E 'Hits|Misses' | tr -s ' ' | sed 's/^/ccache: /'; ccache -z >/dev/null; fi
-  echo "=== test $dir at $(elapsed)"
-  (cd "$dir" && ctest --output-on-failure -j"$jobs" --timeout 600)
 }
-pass build
+
+echo "=== build build at $(elapsed)"
+begin
+configure build
+cmake --build build -j"$jobs"
+ccache_stats
+took "build"
+echo "=== test build (all but the packaging tier) at $(elapsed)"
+begin
+(cd build && ctest --output-on-failure -j"$jobs" --timeout 600 -LE packaging)
+took "tests"
+
+# The packaging tier, in the background, its output in build/packaging-tests.log.
+echo "=== test build (packaging tier, in the background) at $(elapsed)"
+pkg_start=$(date +%s)
+(cd build && exec ctest --output-on-failure -j"$jobs" --timeout 900 -L packaging) >build/packaging-tests.log 2>&1 &
+pkg_pid=$!
+trap 'if [ -n "$pkg_pid" ]; then kill "$pkg_pid" 2>/dev/null || true; fi' EXIT
+packaging_done() {
+  rc=0
+  wait "$pkg_pid" || rc=$?
+  pkg_pid=
+  echo "=== packaging tier (started at $((pkg_start - start)) s, done at $(elapsed)):"
+  cat build/packaging-tests.log
+  phases="${phases}packaging (beside the builds): $(($(date +%s) - pkg_start)) s
+"
+  [ "$rc" = 0 ] || { echo "FAIL: the packaging tier (build/packaging-tests.log)" >&2; exit 1; }
+}
+
 if [ "$sanitize" = 1 ]; then
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    pass build-sanitize -DHEADROOM_SANITIZE=ON -DHEADROOM_BUILD_BENCH=OFF
+  echo "=== build build-sanitize (ASan + UBSan; the tests labelled sanitize) at $(elapsed)"
+  begin
+  configure build-sanitize -DHEADROOM_SANITIZE=ON -DHEADROOM_BUILD_BENCH=OFF
+  nice -n 10 cmake --build build-sanitize -j"$jobs" --target sanitize_tests
+  ccache_stats
+  took "sanitizer build"
 fi
+
 # Fuzzing: every target of tests/fuzz/ replays its regressions, then fuzzes
 # for $HEADROOM_FUZZ_SECONDS (default 12) seconds; docs/fuzzing.md. It needs
 # clang and its fuzzer runtime (libclang-rt-14-dev): CI must have them, a
@@ -89,18 +131,53 @@ fuzz_toolchain() {
 if [ "$fuzz" = 1 ]; then
   if command -v clang++ >/dev/null 2>&1 && fuzz_toolchain; then
     echo "=== build build-fuzz (clang, libFuzzer) at $(elapsed)"
-    # shellcheck disable=SC2086 # $launcher is two words or none
-    CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADROOM_WERROR=ON \
-      -DHEADROOM_FUZZ=ON $launcher >/dev/null
-    cmake --build build-fuzz -j"$jobs"
-    if [ -n "$launcher" ]; then ccache -s | grep -E 'Hits|Misses' | tr -s ' ' | sed 's/^/ccache: /'; ccache -z >/dev/null; fi
-    echo "=== fuzz build-fuzz at $(elapsed)"
-    tests/fuzz/run.sh build-fuzz "${HEADROOM_FUZZ_SECONDS:-12}"
+    begin
+    CC=clang CXX=clang++ configure build-fuzz -DHEADROOM_FUZZ=ON
+    nice -n 10 cmake --build build-fuzz -j"$jobs"
+    ccache_stats
+    took "fuzz build"
   elif [ "${CI:-}" = true ]; then
     echo "FAIL: the fuzz pass needs clang++ with libFuzzer (packaging/install-build-deps.sh installs clang and libclang-rt-14-dev)" >&2
     exit 1
   else
     echo "WARNING: SKIPPING the fuzz pass: clang++ cannot link -fsanitize=fuzzer (install clang and libclang-rt-14-dev, or pass --no-fuzz)" >&2
+    fuzz=0
   fi
 fi
+packaging_done
+
+if [ "$sanitize" = 1 ]; then
+  echo "=== test build-sanitize (-L sanitize) at $(elapsed)"
+  begin
+  (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --output-on-failure -j"$jobs" --timeout 600 -L sanitize)
+  took "sanitizer tests"
+fi
+if [ "$fuzz" = 1 ]; then
+  echo "=== fuzz build-fuzz, two targets at a time, at $(elapsed)"
+  begin
+  odd='' even='' n=0
+  for src in tests/fuzz/fuzz_*.cc; do
+    t=$(basename "$src" .cc)
+    if [ $((n % 2)) = 0 ]; then odd="$odd $t"; else even="$even $t"; fi
+    n=$((n + 1))
+  done
+  mkdir -p build-fuzz/fuzz
+  rc=0 even_pid=''
+  if [ -n "$even" ]; then  # run.sh without targets would run them all
+    # shellcheck disable=SC2086 # a list of target names
+    tests/fuzz/run.sh build-fuzz "${HEADROOM_FUZZ_SECONDS:-12}" $even >build-fuzz/fuzz/run-even.out 2>&1 &
+    even_pid=$!
+  fi
+  # shellcheck disable=SC2086
+  tests/fuzz/run.sh build-fuzz "${HEADROOM_FUZZ_SECONDS:-12}" $odd || rc=$?
+  if [ -n "$even_pid" ]; then
+    wait "$even_pid" || rc=$?
+    cat build-fuzz/fuzz/run-even.out
+  fi
+  took "fuzz"
+  [ "$rc" = 0 ] || exit "$rc"
+fi
+echo "=== time per phase:"
+printf '%s' "$phases" | sed 's/^/  /'
 echo "=== all tests passed in $(elapsed)"

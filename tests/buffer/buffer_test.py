@@ -275,16 +275,8 @@ class BufferTest(unittest.TestCase):
 
 def main():
     global HEADROOMCTL, TEST_SERVER
-    if len(sys.argv) != 3:
-        note(f"usage: {sys.argv[0]} SOURCE_DIR BUILD_DIR")
-        return 64
-    build = os.path.abspath(sys.argv[2])
-    HEADROOMCTL = os.path.join(build, "agent", "headroomctl")
-    TEST_SERVER = os.path.join(build, "tests", "tools", "hr-test-server")
-    missing = [p for p in (HEADROOMCTL, TEST_SERVER) if not os.access(p, os.X_OK)]
-    if missing:
-        note(f"FAIL: not built: {', '.join(missing)}")
-        return 1
+    build = harness.prologue("buffer_test.py", ("headroomctl", "test_server"))
+    HEADROOMCTL, TEST_SERVER = build.headroomctl, build.test_server
     return harness.run_suite(BufferTest, only_env="BUFFER_TEST_ONLY")
 
 

@@ -130,26 +130,15 @@ class SpikeTest(unittest.TestCase):
 
 def main():
     global RIG
-    if len(sys.argv) != 3:
-        note(f"usage: {sys.argv[0]} SOURCE_DIR BUILD_DIR")
-        return 64
-    ci = os.environ.get("CI") == "true"
-
-    def unable(why):
-        if ci:
-            note(f"FAIL (CI=true): spike_test.py: {why}")
-            return 1
-        note(f"*** SKIPPED: spike_test.py: {why} ***")
-        return 77
-    if os.geteuid() != 0:
-        return unable("needs root (the eBPF endpoint probe, the service's cgroup); CI runs it as root")
-    if len(os.sched_getaffinity(0)) < 2:
-        return unable("needs 2 CPUs: one for the service, one for the client and headroomd")
+    problems = harness.needs_root("the eBPF endpoint probe, the service's cgroup")
+    if not problems and len(os.sched_getaffinity(0)) < 2:
+        problems.append("needs 2 CPUs: one for the service, one for the client and headroomd")
+    build = harness.prologue("spike_test.py", problems=problems)
     try:
         cgroup = spike_rig.ServiceCgroup()
     except OSError as e:
-        return unable(f"cannot make the service's cgroup: {e}")
-    RIG = spike_rig.Rig(os.path.abspath(sys.argv[2]), cgroup)
+        return harness.unable("spike_test.py", [f"cannot make the service's cgroup: {e}"])
+    RIG = spike_rig.Rig(build.build_dir, cgroup)
     if RIG.missing():
         note(f"FAIL: not built: {', '.join(RIG.missing())}")
         cgroup.remove()

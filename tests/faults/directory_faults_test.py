@@ -679,32 +679,12 @@ class DirectoryFaultsTest(unittest.TestCase):
 
 def main():
     global SOURCE_DIR, BUILD_DIR, HEADROOMD, HEADROOMCTL, SANITIZED
-    if len(sys.argv) != 3:
-        print(f"usage: {sys.argv[0]} SOURCE_DIR BUILD_DIR", file=sys.stderr)
-        return 64
-    SOURCE_DIR, BUILD_DIR = (os.path.abspath(a) for a in sys.argv[1:3])
-    HEADROOMD = os.environ.get("HEADROOMD") or os.path.join(BUILD_DIR, "agent", "headroomd")
-    HEADROOMCTL = os.path.join(BUILD_DIR, "agent", "headroomctl")
-    missing = [p for p in (HEADROOMD, HEADROOMCTL) if not os.access(p, os.X_OK)]
-    if missing:
-        print(f"FAIL: not built: {', '.join(missing)}", file=sys.stderr)
-        return 1
-    try:
-        with open(os.path.join(BUILD_DIR, "CMakeCache.txt")) as f:
-            SANITIZED = "HEADROOM_SANITIZE:BOOL=ON" in f.read()
-    except OSError:
-        pass
-    problems = []
-    if os.geteuid() != 0:
-        problems.append("needs root (tmpfs mounts, a remount, running headroomd as nobody); CI runs it as root")
+    problems = harness.needs_root("tmpfs mounts, a remount, running headroomd as nobody")
     if not shutil.which("setpriv"):
         problems.append("setpriv missing (Debian: util-linux)")
-    if problems:
-        if os.environ.get("CI") == "true":
-            print("FAIL (CI=true): " + "; ".join(problems), file=sys.stderr)
-            return 1
-        print("*** SKIPPED: directory_faults_test.py: " + "; ".join(problems) + " ***", file=sys.stderr)
-        return 77
+    build = harness.prologue("directory_faults_test.py", ("headroomd", "headroomctl"), problems)
+    SOURCE_DIR, BUILD_DIR, SANITIZED = build.source_dir, build.build_dir, build.sanitized
+    HEADROOMD, HEADROOMCTL = build.headroomd, build.headroomctl
     os.environ.pop("JOURNAL_STREAM", None)  # plain log lines on stderr, which the cases count
     return harness.run_suite(DirectoryFaultsTest, only_env="HEADROOM_FAULTS_ONLY")
 

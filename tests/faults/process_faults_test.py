@@ -766,33 +766,11 @@ time.sleep(3600)
 
 def main():
     global SOURCE_DIR, BUILD_DIR, HEADROOMD, SANITIZED
-    if len(sys.argv) != 3:
-        print(f"usage: {sys.argv[0]} SOURCE_DIR BUILD_DIR", file=sys.stderr)
-        return 64
-    SOURCE_DIR, BUILD_DIR = (os.path.abspath(a) for a in sys.argv[1:3])
-    HEADROOMD = os.environ.get("HEADROOMD") or os.path.join(BUILD_DIR, "agent", "headroomd")
-    harness.TEST_SERVER = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-server")
-    harness.TEST_LOAD = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-load")
-    missing = [p for p in (HEADROOMD, harness.TEST_SERVER, harness.TEST_LOAD) if not os.access(p, os.X_OK)]
-    if missing:
-        print(f"FAIL: not built: {', '.join(missing)}", file=sys.stderr)
-        return 1
-    try:
-        with open(os.path.join(BUILD_DIR, "CMakeCache.txt")) as f:
-            SANITIZED = "HEADROOM_SANITIZE:BOOL=ON" in f.read()
-    except OSError:
-        pass
-    problems = []
-    if os.geteuid() != 0:
-        problems.append("needs root (cgroups, eBPF)")
-    elif not os.path.exists("/sys/kernel/btf/vmlinux"):
+    problems = harness.needs_root("cgroups, eBPF")
+    if not problems and not os.path.exists("/sys/kernel/btf/vmlinux"):
         problems.append("no BTF (/sys/kernel/btf/vmlinux): the eBPF cases cannot run")
-    if problems:
-        if os.environ.get("CI") == "true":
-            print("FAIL (CI=true): " + "; ".join(problems), file=sys.stderr)
-            return 1
-        print("*** SKIPPED: process_faults_test.py: " + "; ".join(problems) + " ***", file=sys.stderr)
-        return 77
+    build = harness.prologue("process_faults_test.py", ("headroomd", "test_server", "test_load"), problems)
+    SOURCE_DIR, BUILD_DIR, SANITIZED, HEADROOMD = build.source_dir, build.build_dir, build.sanitized, build.headroomd
     return harness.run_suite(ProcessFaultsTest, only_env="PROCESS_FAULTS_ONLY")
 
 

@@ -515,33 +515,19 @@ while True:
 
 def main():
     global SOURCE_DIR, BUILD_DIR, HEADROOMD
-    if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 64
-    SOURCE_DIR, BUILD_DIR = sys.argv[1], sys.argv[2]
-    HEADROOMD = os.environ.get("HEADROOMD") or os.path.join(BUILD_DIR, "agent", "headroomd")
-    harness.TEST_SERVER = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-server")
-    harness.TEST_LOAD = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-load")
-    missing = []
-    if os.geteuid() != 0:
-        missing.append("root (loading eBPF programs)")
+    missing = harness.needs_root("loading eBPF programs")
     for tool, pkg in ((NGHTTPD, "nghttp2-server"), (H2LOAD, "nghttp2-client")):
         if not os.access(tool, os.X_OK):
-            missing.append(f"{tool} (Debian: apt-get install {pkg})")
+            missing.append(f"missing: {tool} (Debian: apt-get install {pkg})")
     for module, pkg in (("grpc", "python3-grpcio"), ("h2", "python3-h2")):
         try:
             __import__(module)
         except ImportError:
-            missing.append(f"{pkg} for {sys.executable} (Debian: apt-get install {pkg})")
+            missing.append(f"missing: {pkg} for {sys.executable} (Debian: apt-get install {pkg})")
     if not os.path.exists("/sys/kernel/btf/vmlinux"):
-        missing.append("a kernel with BTF (/sys/kernel/btf/vmlinux)")
-    if missing:
-        msg = "SKIPPED: the HTTP/2 tests need " + "; ".join(missing)
-        note(msg)
-        if os.environ.get("CI") == "true":
-            note("FAIL: CI=true, and CI must run every test")
-            return 1
-        return 77
+        missing.append("needs a kernel with BTF (/sys/kernel/btf/vmlinux)")
+    build = harness.prologue("http2_test.py", ("headroomd", "test_server", "test_load"), missing)
+    SOURCE_DIR, BUILD_DIR, HEADROOMD = build.source_dir, build.build_dir, build.headroomd
     return harness.run_suite(Http2, only_env="HTTP2_ONLY")
 
 

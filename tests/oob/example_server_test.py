@@ -39,47 +39,29 @@ import tempfile
 import threading
 import time
 
-SKIP = 77
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (tests/support/harness.py: the prologue)
+from harness import note  # noqa: E402
+
 INTERVAL_MS = 100   # agent.interval
 STREAM_MS = 200     # the stream's report_interval
 ECHO_METHOD = "/headroom.example.Echo/Say"
 ORCA_METHOD = "/xds.service.orca.v3.OpenRcaService/StreamCoreMetrics"
 
 
-def note(text):
-    print(text, file=sys.stderr, flush=True)
-
-
-def skip_or_fail(why):
-    if os.environ.get("CI") == "true":
-        note(f"FAIL: {why} (CI=true: a missing tool is a failure)")
-        sys.exit(1)
-    note(f"SKIP: {why}")
-    sys.exit(SKIP)
-
-
-if len(sys.argv) != 3:
-    note("usage: example_server_test.py SOURCE_DIR BUILD_DIR")
-    sys.exit(2)
-SOURCE_DIR, BUILD_DIR = (os.path.abspath(a) for a in sys.argv[1:3])
-HEADROOMD = os.path.join(BUILD_DIR, "agent", "headroomd")
-# $HEADROOM_EXAMPLE_SERVER: another build of the example (e.g. its Makefile's,
-# against an installed headroom).
-SERVER = os.environ.get("HEADROOM_EXAMPLE_SERVER") or os.path.join(BUILD_DIR, "examples", "grpc",
-                                                                    "headroom-example-grpc-server")
-
 try:
     import grpc
+    PROBLEMS = []
 except ImportError:
-    skip_or_fail(f"python3-grpcio is not installed for {sys.executable} (Debian: apt-get install python3-grpcio)")
-sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "oob"))
-try:
-    from orca_oob import decode_report, encode_request
-except ImportError as e:
-    skip_or_fail(f"tests/oob/orca_oob.py: {e}")
-for path in (HEADROOMD, SERVER):
-    if not os.access(path, os.X_OK):
-        skip_or_fail(f"{path} is not built")
+    PROBLEMS = [f"missing: python3-grpcio for {sys.executable} (Debian: apt-get install python3-grpcio)"]
+# $HEADROOM_EXAMPLE_SERVER: another build of the example (e.g. its Makefile's,
+# against an installed headroom).
+SERVER = os.environ.get("HEADROOM_EXAMPLE_SERVER") or "examples/grpc/headroom-example-grpc-server"
+BUILD = harness.prologue("example_server_test.py", ("headroomd", SERVER), PROBLEMS)
+SOURCE_DIR, BUILD_DIR, HEADROOMD = BUILD.source_dir, BUILD.build_dir, BUILD.headroomd
+SERVER = os.path.join(BUILD_DIR, SERVER)
+from orca_oob import decode_report, encode_request  # noqa: E402  (tests/oob/orca_oob.py, next to this file)
 
 
 class Failure(AssertionError):

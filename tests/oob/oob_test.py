@@ -1244,40 +1244,17 @@ def supports_oob():
 
 def main():
     global SOURCE_DIR, BUILD_DIR, HEADROOMD, HEADROOMCTL, TEST_SERVER, TEST_LOAD, SANITIZED, HAVE_IPV6
-    if len(sys.argv) != 3:
-        print(f"usage: {sys.argv[0]} SOURCE_DIR BUILD_DIR", file=sys.stderr)
-        return 64
-    SOURCE_DIR, BUILD_DIR = (os.path.abspath(a) for a in sys.argv[1:3])
-    HEADROOMD = os.path.join(BUILD_DIR, "agent", "headroomd")
-    HEADROOMCTL = os.path.join(BUILD_DIR, "agent", "headroomctl")
-    TEST_SERVER = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-server")
-    TEST_LOAD = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-load")
-    harness.TEST_SERVER, harness.TEST_LOAD = TEST_SERVER, TEST_LOAD
-    missing_built = [p for p in (HEADROOMD, HEADROOMCTL, TEST_SERVER, TEST_LOAD) if not os.access(p, os.X_OK)]
-    if missing_built:
-        print(f"FAIL: not built: {', '.join(missing_built)}", file=sys.stderr)
-        return 1
-    try:
-        with open(os.path.join(BUILD_DIR, "CMakeCache.txt")) as f:
-            SANITIZED = "HEADROOM_SANITIZE:BOOL=ON" in f.read()
-    except OSError:
-        pass
-    SANITIZED = SANITIZED or "sanitize" in os.path.basename(BUILD_DIR)
-    HAVE_IPV6 = ipv6_loopback()
-
     problems = []
     if grpc is None:
         problems.append("missing: Python's gRPC (Debian: apt-get install python3-grpcio)")
     if not orca_oob.protoc_path():
         problems.append("missing: protoc (Debian: apt-get install protobuf-compiler)")
-    if os.geteuid() != 0:
-        problems.append("needs root (the eBPF endpoint probe); CI runs it as root")
-    if problems:
-        if os.environ.get("CI") == "true":
-            print("FAIL (CI=true): " + "; ".join(problems), file=sys.stderr)
-            return 1
-        print("*** SKIPPED: oob_test.py: " + "; ".join(problems) + " ***", file=sys.stderr)
-        return 77
+    problems += harness.needs_root("the eBPF endpoint probe")
+    build = harness.prologue("oob_test.py", ("headroomd", "headroomctl", "test_server", "test_load"), problems)
+    SOURCE_DIR, BUILD_DIR, HEADROOMD, HEADROOMCTL = build.source_dir, build.build_dir, build.headroomd, build.headroomctl
+    TEST_SERVER, TEST_LOAD = build.test_server, build.test_load
+    SANITIZED = build.sanitized or "sanitize" in os.path.basename(BUILD_DIR)
+    HAVE_IPV6 = ipv6_loopback()
     ok, output = supports_oob()
     if not ok:
         print(f"FAIL: {HEADROOMD} does not accept an [oob] table: {output}", file=sys.stderr)

@@ -1071,37 +1071,15 @@ class PrometheusTest(unittest.TestCase):
 def main():
     global SOURCE_DIR, BUILD_DIR, HEADROOMD, HEADROOMCTL, TEST_SERVER, TEST_LOAD
     global PROMETHEUS, PROMTOOL, NODE_EXPORTER, CURL, SANITIZED
-    if len(sys.argv) != 3:
-        print(f"usage: {sys.argv[0]} SOURCE_DIR BUILD_DIR", file=sys.stderr)
-        return 64
-    SOURCE_DIR, BUILD_DIR = (os.path.abspath(a) for a in sys.argv[1:3])
-    HEADROOMD = os.path.join(BUILD_DIR, "agent", "headroomd")
-    HEADROOMCTL = os.path.join(BUILD_DIR, "agent", "headroomctl")
-    TEST_SERVER = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-server")
-    TEST_LOAD = os.path.join(BUILD_DIR, "tests", "tools", "hr-test-load")
-    harness.TEST_SERVER, harness.TEST_LOAD = TEST_SERVER, TEST_LOAD
-    missing_built = [p for p in (HEADROOMD, HEADROOMCTL, TEST_SERVER, TEST_LOAD) if not os.access(p, os.X_OK)]
-    if missing_built:
-        print(f"FAIL: not built: {', '.join(missing_built)}", file=sys.stderr)
-        return 1
-    try:
-        with open(os.path.join(BUILD_DIR, "CMakeCache.txt")) as f:
-            SANITIZED = "HEADROOM_SANITIZE:BOOL=ON" in f.read()
-    except OSError:
-        pass
-
     tools = {name: shutil.which(name) for name in ("prometheus", "promtool", "prometheus-node-exporter")}
     missing = [name for name, path in tools.items() if not path]
     problems = [f"missing: {', '.join(missing)} (Debian: apt-get install prometheus prometheus-node-exporter)"] \
         if missing else []
-    if os.geteuid() != 0:
-        problems.append("needs root (the eBPF endpoint probe, bind mounts); CI runs it as root")
-    if problems:
-        if os.environ.get("CI") == "true":
-            print("FAIL (CI=true): " + "; ".join(problems), file=sys.stderr)
-            return 1
-        print("*** SKIPPED: prometheus_test.py: " + "; ".join(problems) + " ***", file=sys.stderr)
-        return 77
+    problems += harness.needs_root("the eBPF endpoint probe, bind mounts")
+    build = harness.prologue("prometheus_test.py", ("headroomd", "headroomctl", "test_server", "test_load"),
+                             problems)
+    SOURCE_DIR, BUILD_DIR, HEADROOMD, HEADROOMCTL = build.source_dir, build.build_dir, build.headroomd, build.headroomctl
+    TEST_SERVER, TEST_LOAD, SANITIZED = build.test_server, build.test_load, build.sanitized
     PROMETHEUS, PROMTOOL, NODE_EXPORTER = tools["prometheus"], tools["promtool"], tools["prometheus-node-exporter"]
     CURL = shutil.which("curl") or ""
 

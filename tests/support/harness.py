@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the Python integration tests (tests/prometheus/, tests/oob/) share:
+"""What the Python integration tests (tests/prometheus/, tests/oob/,
+tests/faults/, tests/http2/, tests/buffer/) share: the start of their main()
+(prologue(): the directories, the programs, what the machine must have),
 started programs that are always stopped, bounded waits, temporary
 directories, free ports, figures printed at the end, and the project's test
-server and load generator. Each test sets TEST_SERVER and TEST_LOAD once it
-knows the build directory."""
+server and load generator (TEST_SERVER and TEST_LOAD, set by prologue())."""
 
 import json
 import os
@@ -17,7 +18,7 @@ import tempfile
 import time
 import unittest
 
-TEST_SERVER = TEST_LOAD = ""  # set by the test's main()
+TEST_SERVER = TEST_LOAD = ""  # set by prologue()
 FIGURES = []
 
 # Everything started, so that an interrupted run still stops it (unittest
@@ -185,6 +186,64 @@ def reap():
     for d in list(TEMP_DIRS):
         shutil.rmtree(d, ignore_errors=True)
         TEMP_DIRS.remove(d)
+
+
+class Build:
+    """The directories a test was given and the programs it may run from them.
+    $HEADROOMD runs the cases against another build of headroomd."""
+
+    def __init__(self, source_dir, build_dir):
+        self.source_dir = os.path.abspath(source_dir)
+        self.build_dir = os.path.abspath(build_dir)
+        self.headroomd = os.environ.get("HEADROOMD") or os.path.join(self.build_dir, "agent", "headroomd")
+        self.headroomctl = os.path.join(self.build_dir, "agent", "headroomctl")
+        self.test_server = os.path.join(self.build_dir, "tests", "tools", "hr-test-server")
+        self.test_load = os.path.join(self.build_dir, "tests", "tools", "hr-test-load")
+        self.sanitized = False  # AddressSanitizer + UBSan (HEADROOM_SANITIZE): timings and RSS mean less
+        try:
+            with open(os.path.join(self.build_dir, "CMakeCache.txt")) as f:
+                self.sanitized = "HEADROOM_SANITIZE:BOOL=ON" in f.read()
+        except OSError:
+            pass
+
+
+def needs_root(why):
+    """A problem for prologue() when not root: `why` says what for."""
+    return [] if os.geteuid() == 0 else [f"needs root ({why}); CI runs it as root"]
+
+
+def unable(script, problems):
+    """What a test does when the machine lacks something it needs: fails under
+    CI=true (CI must run every test), else skips loudly (77, CTest's
+    SKIP_RETURN_CODE). The exit status."""
+    if os.environ.get("CI") == "true":
+        note(f"FAIL (CI=true): {script}: " + "; ".join(problems))
+        return 1
+    note(f"*** SKIPPED: {script}: " + "; ".join(problems) + " ***")
+    return 77
+
+
+def prologue(script, programs=(), problems=()):
+    """The start of every Python integration test's main(): SOURCE_DIR and
+    BUILD_DIR from the command line (else the usage, exit 64); `programs`
+    (names of Build's attributes: "headroomd", "test_server", ...; or paths
+    relative to BUILD_DIR) built (else FAIL, exit 1); `problems` (what the machine lacks: root, a
+    tool, a kernel feature; see needs_root()) empty, else unable(). Sets
+    TEST_SERVER and TEST_LOAD. Returns the Build, or exits."""
+    if len(sys.argv) != 3:
+        note(f"usage: {sys.argv[0]} SOURCE_DIR BUILD_DIR")
+        sys.exit(64)
+    global TEST_SERVER, TEST_LOAD
+    build = Build(sys.argv[1], sys.argv[2])
+    TEST_SERVER, TEST_LOAD = build.test_server, build.test_load
+    paths = [getattr(build, p) if hasattr(build, p) else os.path.join(build.build_dir, p) for p in programs]
+    missing = [p for p in paths if not os.access(p, os.X_OK)]
+    if missing:
+        note(f"FAIL: not built: {', '.join(missing)}")
+        sys.exit(1)
+    if problems:
+        sys.exit(unable(script, list(problems)))
+    return build
 
 
 def run_suite(case_class, only_env=None, cleanup=None):
