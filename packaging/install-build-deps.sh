@@ -19,7 +19,7 @@ apt-get install -y -q --no-install-recommends \
   python3-protobuf nginx-light wrk \
   systemd systemd-container debootstrap \
   rpm lintian dpkg-dev file fakeroot \
-  ccache \
+  ccache universal-ctags \
   prometheus-cpp-dev libmicrohttpd-dev prometheus prometheus-node-exporter python3-yaml \
   podman runc \
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio \
@@ -33,7 +33,8 @@ apt-get install -y -q --no-install-recommends \
 # for systemd-analyze, systemd-container + debootstrap to boot a real systemd
 # in a container, rpm (rpmbuild for CPack, rpm -qp checks), lintian, dpkg-dev
 # (dpkg-shlibdeps for CPACK_DEBIAN_PACKAGE_SHLIBDEPS) and file (CPack's strip step).
-# ccache keeps compiled objects between runs of tests/run-all.sh (CI included).
+# ccache keeps compiled objects between runs of tests/run-all.sh (CI included);
+# universal-ctags measures function lengths for tests/tree/check_tree.py.
 # prometheus-cpp-dev (the text exposition) and libmicrohttpd-dev (the HTTP
 # server) build the Prometheus publisher; prometheus (the server and
 # promtool), prometheus-node-exporter and python3-yaml are the real consumers
