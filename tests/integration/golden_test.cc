@@ -23,6 +23,7 @@
 
 #include "headroom/orca/report.h"
 #include "process.h"
+#include "golden_cases.h"
 #include "temp_dir.h"
 
 namespace headroom {
@@ -31,26 +32,10 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-struct GoldenCase {
-  const char* name;
-  const char* sys_tree;  // fixture sys root
-  const char* config;
-};
-
-void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name; }
+using testing::GoldenCase;
+using testing::rewrite_in_place;
 
 class Golden : public ::testing::TestWithParam<GoldenCase> {};
-
-// Overwrites every file of `after` into the same relative path under `root`,
-// in place (same inode), as the kernel's files change under an open descriptor.
-void rewrite_in_place(const fs::path& after, const fs::path& root) {
-  for (const auto& e : fs::recursive_directory_iterator(after)) {
-    if (!e.is_regular_file()) continue;
-    const fs::path target = root / fs::relative(e.path(), after);
-    ASSERT_TRUE(fs::exists(target)) << target;
-    std::ofstream(target, std::ios::binary | std::ios::trunc) << testing::read_file(e.path().string());
-  }
-}
 
 TEST_P(Golden, OnceMatchesTheGoldenReport) {
   const auto& c = GetParam();
@@ -101,23 +86,7 @@ TEST_P(Golden, OnceMatchesTheGoldenReport) {
                                               << "\nactual:\n" << protoc.out();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, Golden,
-    ::testing::Values(
-        GoldenCase{"node-host", "sys-cgroup2", "[agent]\ninterval = \"1s\"\nsmoothing = \"0s\"\n"},
-        GoldenCase{"node-cgroup2", "sys-cgroup2",
-                   "[agent]\ninterval = \"1s\"\nsmoothing = \"0s\"\n[node]\ncgroup = \"system.slice/api.service\"\n"},
-        GoldenCase{"node-cgroup1", "sys-cgroup1",
-                   "[agent]\ninterval = \"1s\"\nsmoothing = \"0s\"\n[node]\ncgroup = \"system.slice/api.service\"\n"},
-        GoldenCase{"node-mean-weights", "sys-cgroup2",
-                   "[agent]\ninterval = \"1s\"\nsmoothing = \"0s\"\n[node]\nsignals = [\"cpu\", \"memory\", "
-                   "\"io.pressure\"]\ncomposite = \"mean\"\n[node.weights]\ncpu = 0.5\n"}),
-    [](const ::testing::TestParamInfo<GoldenCase>& param_info) {
-      std::string n = param_info.param.name;
-      for (auto& ch : n)
-        if (ch == '-') ch = '_';
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::ValuesIn(testing::kGoldenCases), testing::golden_case_name);
 
 }  // namespace
 }  // namespace headroom

@@ -15,10 +15,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 
 #include "agent/daemon/pipeline.h"
 #include "headroom/orca/report.h"
+#include "golden_cases.h"
 #include "temp_dir.h"
 
 namespace headroom::agent {
@@ -27,21 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-struct GoldenCase {
-  const char* name;
-  const char* sys_tree;
-  std::function<void(Config&)> configure;
-};
-void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name; }
-
-void rewrite_in_place(const fs::path& after, const fs::path& root) {
-  for (const auto& e : fs::recursive_directory_iterator(after)) {
-    if (!e.is_regular_file()) continue;
-    const fs::path target = root / fs::relative(e.path(), after);
-    ASSERT_TRUE(fs::exists(target)) << target;
-    std::ofstream(target, std::ios::binary | std::ios::trunc) << testing::read_file(e.path().string());
-  }
-}
+using testing::GoldenCase;
+using testing::rewrite_in_place;
 
 class PipelineGolden : public ::testing::TestWithParam<GoldenCase> {
  protected:
@@ -59,13 +46,12 @@ TEST_P(PipelineGolden, ATickAtAnExactTimeGivesTheGoldenReportExactly) {
   const fs::path fixtures = HEADROOM_FIXTURES;
   fs::copy(fixtures / "proc", dir / "proc", fs::copy_options::recursive);
   fs::copy(fixtures / c.sys_tree, dir / "sys", fs::copy_options::recursive);
-  Config config;
-  config.interval = 1s;
-  config.smoothing = 0s;
+  auto parsed = parse_config(c.config, "golden.toml");
+  ASSERT_TRUE(parsed) << parsed.error().to_string();
+  Config config = std::move(parsed).value();
   config.proc_root = dir / "proc";
   config.sys_root = dir / "sys";
   config.orca_dir = dir / "orca";
-  c.configure(config);
   auto built = build_pipeline(config);
   ASSERT_TRUE(built) << built.error().message;
   Agent agent(std::move(built.value()));
@@ -104,23 +90,8 @@ TEST_P(PipelineGolden, ATickAtAnExactTimeGivesTheGoldenReportExactly) {
                                                 << "\nactual:\n" << text;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, PipelineGolden,
-    ::testing::Values(GoldenCase{"node-host", "sys-cgroup2", [](Config&) {}},
-                      GoldenCase{"node-cgroup2", "sys-cgroup2", [](Config& c) { c.cgroup = "system.slice/api.service"; }},
-                      GoldenCase{"node-cgroup1", "sys-cgroup1", [](Config& c) { c.cgroup = "system.slice/api.service"; }},
-                      GoldenCase{"node-mean-weights", "sys-cgroup2",
-                                 [](Config& c) {
-                                   c.signals = {"cpu", "memory", "io.pressure"};
-                                   c.composite = CompositeMethod::mean;
-                                   c.weights = {{"cpu", 0.5}};
-                                 }}),
-    [](const ::testing::TestParamInfo<GoldenCase>& param_info) {
-      std::string n = param_info.param.name;
-      for (auto& ch : n)
-        if (ch == '-') ch = '_';
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineGolden, ::testing::ValuesIn(testing::kGoldenCases),
+                         testing::golden_case_name);
 
 }  // namespace
 }  // namespace headroom::agent
