@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "publishers/prometheus_publisher.h"
 
+#include "headroom/orca/report_writer.h"
 #include "headroom/orca/signals_blocked.h"
 
 #include <arpa/inet.h>
@@ -222,15 +223,14 @@ PrometheusTextfile::PrometheusTextfile(std::shared_ptr<MetricsHub> hub, std::str
 }
 
 Result<void> PrometheusTextfile::write() {
-  // The directory may appear later (node_exporter installed after us): the
-  // writer is opened on the first write that finds it.
-  if (!writer_) {
-    // node_exporter runs as its own user: the file must be readable whatever the umask.
-    auto opened = orca::ReportFileWriter::open(dir_, orca::WriterOptions{0644, false});
-    if (!opened) return Error{opened.error().code, "cannot write " + file_ + ": " + opened.error().message};
-    writer_.emplace(std::move(opened.value()));
-  }
-  if (auto r = writer_->write_bytes(name_, hub_->text()); !r)
+  // The directory is opened by its path at every write (at most once per
+  // textfile_interval): it may appear later (node_exporter installed after
+  // us), be replaced, or have a read-only mount put over it, and each write
+  // must go to what the path names now, not to a directory held open.
+  // node_exporter runs as its own user: the file must be readable whatever the umask.
+  auto writer = orca::ReportFileWriter::open(dir_, orca::WriterOptions{0644, false});
+  if (!writer) return Error{writer.error().code, "cannot write " + file_ + ": " + writer.error().message};
+  if (auto r = writer->write_bytes(name_, hub_->text()); !r)
     return Error{r.error().code, "cannot write " + file_ + ": " + r.error().message};
   return {};
 }

@@ -18,7 +18,6 @@
 #include <string_view>
 #include <vector>
 
-#include "headroom/orca/report_writer.h"
 #include "headroom/orca/result.h"
 #include "publishers/failure_latch.h"
 #include "publishers/process_shared.h"
@@ -127,7 +126,6 @@ class PrometheusTextfile final : public Publisher {
 
   std::shared_ptr<MetricsHub> hub_;
   std::string file_, dir_, name_;
-  std::optional<orca::ReportFileWriter> writer_;  // on dir_, once it exists
   int64_t every_ms_;
   int64_t last_write_ms_ = 0;
   bool written_ = false;
