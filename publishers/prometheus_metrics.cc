@@ -48,12 +48,15 @@ std::size_t le_bucket_of(double seconds) {
 }
 
 void EndpointTotals::add(const publishers::EndpointCounts& c) {
-  requests += c.completed;
+  // requests_total counts what the histogram counts: the kernel bumps the
+  // completed counter and the histogram apart, and a read between the two
+  // must not show _count and requests_total apart (docs/metrics.md).
   errors += c.errors;
   aborted += c.aborted;
   over_target += c.over_target;
   over_max += c.over_max;
   for (const auto& [seconds, n] : c.latencies) {
+    requests += n;
     latency[le_bucket_of(seconds)] += n;
     latency_sum_seconds += static_cast<double>(n) * seconds;
   }
