@@ -29,6 +29,14 @@ struct ScopeReport {
   std::string scope;    // "node", "endpoint.<name>": the file is <scope>.orca
   orca::Report report;  // refilled in place every tick
   std::string bytes;    // report, serialized once per tick
+  // An endpoint instance's report ("endpoint.<name>@<instance>"): its id,
+  // the inode of its network namespace and a server process in it (whose
+  // /proc/PID/ns/net enters it), and whether a server still listens.
+  // Empty instance: the node's report or an endpoint's aggregate.
+  std::string instance;
+  uint32_t netns = 0;
+  int32_t server_pid = 0;
+  bool serving = true;
 };
 
 // What the kernel counted for one endpoint since the previous tick.
@@ -43,6 +51,7 @@ struct EndpointCounts {
 
 struct EndpointTick {
   std::string name;                 // the [[endpoint]]'s name
+  std::string instance;             // "" for the endpoint's aggregate; else its instance's id
   std::size_t report = 0;           // its report: Tick::reports[report], "endpoint.<name>"
   double target_seconds = 0, max_seconds = 0;
   bool measured = false;            // its report carries the eBPF signals (else "unavailable")
@@ -68,9 +77,13 @@ struct AgentHealth {
 struct Tick {
   ReportMeta meta;  // timestamp, seq, interval; stopped on the final tick
   // reports[0] is node.orca; then each sampler's scopes in the pipeline's
-  // table order (the endpoints, in configuration order).
+  // table order (the endpoints' aggregates in configuration order, then
+  // their instances). The set of scopes may change from tick to tick as
+  // instances come and go.
   std::vector<ScopeReport> reports;
-  std::vector<EndpointTick> endpoints;  // in configuration order
+  // Every endpoint's aggregate (instance ""), in configuration order; then
+  // the instances, by endpoint in configuration order and by id.
+  std::vector<EndpointTick> endpoints;
   AgentHealth health;
 
   const ScopeReport& node() const { return reports.front(); }

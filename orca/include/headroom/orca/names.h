@@ -36,6 +36,17 @@ inline std::string endpoint_scope(std::string_view name) {
   return scope;
 }
 
+// An endpoint's instance (docs/endpoints.md, "Instances"): the servers of
+// one network namespace. Its report is endpoint.<name>@<instance>.orca;
+// endpoint.<name>.orca stays the node's aggregate of them all.
+inline constexpr char kInstanceSeparator = '@';
+inline std::string instance_scope(std::string_view endpoint, std::string_view instance) {
+  std::string scope = endpoint_scope(endpoint);
+  scope += kInstanceSeparator;
+  scope += instance;
+  return scope;
+}
+
 // --- named_metrics of node.orca: the raw figures behind the signals ---
 inline constexpr std::string_view kMetricCpuBusy = "headroom.cpu.busy";
 inline constexpr std::string_view kMetricCpuSaturation = "headroom.cpu.saturation";
@@ -62,5 +73,16 @@ inline constexpr std::string_view kMetricWindowRequests = "headroom.window.reque
 inline constexpr std::string_view kMetricWindowSeconds = "headroom.window.seconds";
 inline constexpr std::string_view kMetricSloTargetMs = "headroom.slo.target_ms";
 inline constexpr std::string_view kMetricSloMaxMs = "headroom.slo.max_ms";
+
+// --- named_metrics of endpoint.<name>@<instance>.orca (docs/endpoints.md, "Instances") ---
+// The inode of the instance's network namespace (readlink /proc/PID/ns/net
+// shows "net:[inode]"): how a reader finds its own instance's report.
+inline constexpr std::string_view kMetricInstanceNetns = "headroom.instance.netns";
+// 1: the instance's cgroup could not be read; cpu_utilization is the
+// fallback figure (docs/endpoints.md) and mem_utilization is absent.
+inline constexpr std::string_view kMetricInstanceCgroupUnavailable = "headroom.instance.cgroup_unavailable";
+// 1: no server of the instance listens any more (headroom.stopped is 1 too);
+// the report is removed after endpoint_instance_grace.
+inline constexpr std::string_view kMetricInstanceGone = "headroom.instance.gone";
 
 }  // namespace headroom::orca
