@@ -81,13 +81,22 @@ Result<std::optional<T>> parse_optional(ProcFile& file, Parse parse) {
 
 }  // namespace
 
+CgroupVersion cgroup_version_of(const std::string& sys_root, CgroupVersion version) {
+  if (version != CgroupVersion::automatic) return version;
+  return exists(sys_root + "/fs/cgroup/cgroup.controllers") ? CgroupVersion::v2 : CgroupVersion::v1;
+}
+
 Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const std::string& path, CgroupVersion version) {
-  auto rel = normalize_cgroup_path(path);
+  return open(sys_root, CgroupPaths{path, path}, version);
+}
+
+Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const CgroupPaths& paths, CgroupVersion version) {
+  auto rel = normalize_cgroup_path(paths.cpu);
   if (!rel) return rel.error();
+  auto mem_rel = normalize_cgroup_path(paths.memory);
+  if (!mem_rel) return mem_rel.error();
   const std::string root = sys_root + "/fs/cgroup";
-  if (version == CgroupVersion::automatic) {
-    version = exists(root + "/cgroup.controllers") ? CgroupVersion::v2 : CgroupVersion::v1;
-  }
+  version = cgroup_version_of(sys_root, version);
 
   CgroupProbe probe;
   probe.version_ = version;
@@ -119,7 +128,10 @@ Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const std::st
   // (read() reports none), so default to a path that simply will not exist.
   const std::string cpu_a = join(root + "/cpu", *rel);
   const std::string cpu = first_dir({cpu_a, join(root + "/cpu,cpuacct", *rel)}).value_or(cpu_a);
-  const std::string cpuset = join(root + "/cpuset", *rel), memory = join(root + "/memory", *rel);
+  const std::string cpuset = join(root + "/cpuset", *rel);
+  // No memory path: a file that will not exist, so memory reads as absent.
+  const std::string memory = paths.memory.empty() && !paths.cpu.empty() ? root + "/memory/.none"
+                                                                          : join(root + "/memory", *mem_rel);
 
   probe.directory_ = *cpuacct;
   probe.files_.emplace_back(*cpuacct + "/cpuacct.usage");
@@ -149,13 +161,15 @@ Result<CgroupReading> CgroupProbe::read() {
     if (!cpus) return cpus.error();
     r.cpu.cpuset_cpus = cpus->value_or(0);
 
-    auto current = read_parsed(files_[v2::mem_current], parse_u64);
+    // memory.current is absent where the memory controller is not enabled.
+    auto current = parse_optional<uint64_t>(files_[v2::mem_current], parse_u64);
     if (!current) return current.error();
-    r.memory.current_bytes = *current;
-
-    auto limit = parse_optional<std::optional<uint64_t>>(files_[v2::mem_max], parse_cgroup2_memory_max);
-    if (!limit) return limit.error();
-    if (*limit) r.memory.limit_bytes = **limit;
+    if (*current) {
+      r.memory.emplace().current_bytes = **current;
+      auto limit = parse_optional<std::optional<uint64_t>>(files_[v2::mem_max], parse_cgroup2_memory_max);
+      if (!limit) return limit.error();
+      if (*limit) r.memory->limit_bytes = **limit;
+    }
 
     std::optional<PressureReading>* const pressures[] = {&r.cpu_pressure, &r.memory_pressure, &r.io_pressure};
     for (size_t i = 0; i < std::size(pressures); ++i) {
@@ -192,13 +206,14 @@ Result<CgroupReading> CgroupProbe::read() {
   if (!cpus) return cpus.error();
   r.cpu.cpuset_cpus = cpus->value_or(0);
 
-  auto current = read_parsed(files_[v1::mem_usage], parse_u64);
+  // No memory hierarchy, or the group is not in it: memory absent, the CPU read.
+  auto current = parse_optional<uint64_t>(files_[v1::mem_usage], parse_u64);
   if (!current) return current.error();
-  r.memory.current_bytes = *current;
-
+  if (!*current) return r;
+  r.memory.emplace().current_bytes = **current;
   auto limit = read_parsed(files_[v1::mem_limit], parse_u64);
   if (!limit) return limit.error();
-  if (*limit < kV1Unlimited) r.memory.limit_bytes = *limit;
+  if (*limit < kV1Unlimited) r.memory->limit_bytes = *limit;
   return r;
 }
 

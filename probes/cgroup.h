@@ -29,6 +29,18 @@ enum class CgroupVersion { automatic = 0, v1 = 1, v2 = 2 };
 // both use this, so what is validated is what is opened.
 Result<std::string> normalize_cgroup_path(std::string_view path);
 
+// Where a cgroup's controllers are, relative to the cgroup root. v1 mounts
+// each hierarchy apart, and a process may sit at different paths in them
+// (/proc/PID/cgroup has one line per hierarchy); v2 has one path for all.
+struct CgroupPaths {
+  std::string cpu;     // cpu and cpuacct (v2: the cgroup)
+  std::string memory;  // v1: the memory hierarchy's path; "" when it has none (memory is then not read)
+};
+
+// v2 when <sys_root>/fs/cgroup/cgroup.controllers exists, v1 otherwise;
+// a version asked for stays.
+CgroupVersion cgroup_version_of(const std::string& sys_root, CgroupVersion version);
+
 class CgroupProbe {
  public:
   // Finds the cgroup. `path` is relative to the cgroup root ("system.slice/x.service";
@@ -36,6 +48,10 @@ class CgroupProbe {
   // <sys_root>/fs/cgroup/cgroup.controllers exists, v1 otherwise. Fails with a
   // message naming the directories looked at when the cgroup does not exist.
   static Result<CgroupProbe> open(const std::string& sys_root, const std::string& path,
+                                  CgroupVersion version = CgroupVersion::automatic);
+  // The same, with v1's controllers at their own paths (an endpoint
+  // instance's server, from its /proc/PID/cgroup).
+  static Result<CgroupProbe> open(const std::string& sys_root, const CgroupPaths& paths,
                                   CgroupVersion version = CgroupVersion::automatic);
 
   Result<CgroupReading> read();

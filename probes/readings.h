@@ -65,7 +65,9 @@ struct CgroupMemReading {
 
 struct CgroupReading {
   CgroupCpuReading cpu;
-  CgroupMemReading memory;
+  // nullopt: the cgroup has no memory controller (v1: no memory hierarchy
+  // or no such group in it; v2: memory not enabled for it).
+  std::optional<CgroupMemReading> memory;
   // cgroup v2 only; v1 has no per-cgroup pressure.
   std::optional<PressureReading> cpu_pressure, memory_pressure, io_pressure;
 };

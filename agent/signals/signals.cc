@@ -2,6 +2,7 @@
 #include "agent/signals/signals.h"
 
 #include <algorithm>
+#include <cerrno>
 
 #include "agent/config/config.h"
 #include "agent/signals/normalize.h"
@@ -136,9 +137,15 @@ class MemorySignal final : public SignalProbe {
     else
       ctx.availability->mark(latch_, orca::kSignalMemory, ctx.cgroup_error, /*quiet=*/true);
     std::optional<double> m;
-    if (const auto* cg = ctx.cgroup_reading) {
-      m = cgroup_memory_fraction(cg->memory, mem ? mem->total_bytes : 0);
-      ctx.raw(orca::kMetricMemoryUsedBytes, static_cast<double>(cg->memory.current_bytes));
+    const auto* cg = ctx.cgroup_reading;
+    if (cg != nullptr && !cg->memory) {
+      // A cgroup without a memory controller: its CPU is read, its memory is not.
+      const Error none{ENOENT, "the cgroup has no memory controller (v1: no memory hierarchy holds it; v2: memory "
+                               "is not in its parent's cgroup.subtree_control)"};
+      ctx.availability->mark(latch_, orca::kSignalMemory, &none);
+    } else if (cg != nullptr) {
+      m = cgroup_memory_fraction(*cg->memory, mem ? mem->total_bytes : 0);
+      ctx.raw(orca::kMetricMemoryUsedBytes, static_cast<double>(cg->memory->current_bytes));
     } else if (ctx.cgroup == nullptr && mem) {
       m = memory_fraction(*mem);
       ctx.raw(orca::kMetricMemoryUsedBytes,

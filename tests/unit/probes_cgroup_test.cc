@@ -49,8 +49,8 @@ TEST(CgroupV2, FixtureServiceWithQuota) {
   EXPECT_EQ(r->cpu.cpuset_cpus, 32u);
   EXPECT_EQ(r->cpu.throttled_usec, 456789012u);
   EXPECT_EQ(r->cpu.nr_throttled, 7890u);
-  EXPECT_EQ(r->memory.current_bytes, 1288490188u);
-  EXPECT_EQ(r->memory.limit_bytes, std::optional<uint64_t>(4294967296u));
+  EXPECT_EQ(r->memory->current_bytes, 1288490188u);
+  EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(4294967296u));
 
   ASSERT_TRUE(r->cpu_pressure.has_value());
   EXPECT_DOUBLE_EQ(r->cpu_pressure->some.avg10, 5.42);
@@ -76,8 +76,8 @@ TEST(CgroupV2, UnlimitedServiceWithoutOptionalFiles) {
   EXPECT_EQ(r->cpu.usage_usec, 5000000u);
   EXPECT_FALSE(r->cpu.quota_cpus.has_value());  // "max 100000"
   EXPECT_EQ(r->cpu.cpuset_cpus, 0u);             // no cpuset.cpus.effective
-  EXPECT_EQ(r->memory.current_bytes, 52428800u);
-  EXPECT_FALSE(r->memory.limit_bytes.has_value());  // "max"
+  EXPECT_EQ(r->memory->current_bytes, 52428800u);
+  EXPECT_FALSE(r->memory->limit_bytes.has_value());  // "max"
   EXPECT_FALSE(r->cpu_pressure.has_value());        // PSI off
   EXPECT_FALSE(r->memory_pressure.has_value());
   EXPECT_FALSE(r->io_pressure.has_value());
@@ -120,15 +120,26 @@ TEST(CgroupV2, DirectoryWithoutCpuStatIsNotACgroup) {
   EXPECT_TRUE(contains(probe.error().message, "has no cpu.stat")) << probe.error().message;
 }
 
-TEST(CgroupV2, MissingMemoryCurrentFailsTheReadNamingTheFile) {
+TEST(CgroupV2, WithoutTheMemoryControllerItsCpuIsStillRead) {
   TempDir dir;
   write_v2_service(dir, "x.service");
   std::filesystem::remove(dir.path() + "/fs/cgroup/x.service/memory.current");
   auto probe = CgroupProbe::open(dir.path(), "x.service");
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu.usage_usec, 1000u);
+  EXPECT_FALSE(r->memory.has_value());
+}
+
+TEST(CgroupV2, AGarbledMemoryFileStillFailsTheReadNamingTheFile) {
+  TempDir dir;
+  write_v2_service(dir, "x.service");
+  dir.write("fs/cgroup/x.service/memory.current", "lots\n");
+  auto probe = CgroupProbe::open(dir.path(), "x.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ENOENT);
   EXPECT_TRUE(contains(r.error().message, "x.service/memory.current")) << r.error().message;
 }
 
@@ -141,7 +152,7 @@ TEST(CgroupV2, MinimalServiceAndFilesAppearingLater) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->cpu.usage_usec, 1000u);
   EXPECT_FALSE(r->cpu.quota_cpus.has_value());
-  EXPECT_FALSE(r->memory.limit_bytes.has_value());
+  EXPECT_FALSE(r->memory->limit_bytes.has_value());
 
   // `systemctl set-property x.service CPUQuota=150%` enables the cpu controller.
   dir.write("fs/cgroup/x.service/cpu.max", "150000 100000\n");
@@ -195,8 +206,8 @@ TEST(CgroupV1, FixtureServiceWithQuota) {
   EXPECT_EQ(r->cpu.cpuset_cpus, 32u);
   EXPECT_EQ(r->cpu.nr_throttled, 7890u);
   EXPECT_EQ(r->cpu.throttled_usec, 456789012u);  // 456789012345 ns
-  EXPECT_EQ(r->memory.current_bytes, 1288490188u);
-  EXPECT_EQ(r->memory.limit_bytes, std::optional<uint64_t>(4294967296u));
+  EXPECT_EQ(r->memory->current_bytes, 1288490188u);
+  EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(4294967296u));
   EXPECT_FALSE(r->cpu_pressure.has_value());  // v1 has no per-cgroup PSI
   EXPECT_FALSE(r->memory_pressure.has_value());
   EXPECT_FALSE(r->io_pressure.has_value());
@@ -210,8 +221,8 @@ TEST(CgroupV1, UnlimitedService) {
   EXPECT_EQ(r->cpu.usage_usec, 5000000u);
   EXPECT_FALSE(r->cpu.quota_cpus.has_value());      // cfs_quota_us -1
   EXPECT_EQ(r->cpu.cpuset_cpus, 0u);                 // not in the cpuset hierarchy
-  EXPECT_FALSE(r->memory.limit_bytes.has_value());  // 9223372036854771712
-  EXPECT_EQ(r->memory.current_bytes, 52428800u);
+  EXPECT_FALSE(r->memory->limit_bytes.has_value());  // 9223372036854771712
+  EXPECT_EQ(r->memory->current_bytes, 52428800u);
 }
 
 TEST(CgroupV1, MissingCgroupListsEveryDirectoryLookedAt) {
@@ -254,7 +265,44 @@ TEST(CgroupV1, SeparateCpuAndCpuacctHierarchies) {
   EXPECT_EQ(r->cpu.quota_cpus, std::optional<double>(0.5));
   EXPECT_EQ(r->cpu.nr_throttled, 4u);
   EXPECT_EQ(r->cpu.throttled_usec, 8u);
-  EXPECT_EQ(r->memory.limit_bytes, std::optional<uint64_t>(1073741824u));
+  EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(1073741824u));
+}
+
+TEST(CgroupV1, AGroupWithoutAMemoryHierarchyGivesItsCpuAndNoMemory) {
+  // A pod's group made in cpu and cpuacct only: its CPU is still read.
+  TempDir dir;
+  dir.write("fs/cgroup/cpuacct/pod/cpuacct.usage", "5000000\n");
+  dir.write("fs/cgroup/cpu/pod/cpu.cfs_quota_us", "-1\n");
+  auto probe = CgroupProbe::open(dir.path(), "pod");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu.usage_usec, 5000u);
+  EXPECT_FALSE(r->memory.has_value());
+}
+
+TEST(CgroupV1, ControllersAtTheirOwnPaths) {
+  // /proc/PID/cgroup can put a process at different paths per hierarchy.
+  TempDir dir;
+  dir.write("fs/cgroup/cpuacct/a/cpuacct.usage", "7000000\n");
+  dir.write("fs/cgroup/memory/b/memory.usage_in_bytes", "4096\n");
+  dir.write("fs/cgroup/memory/b/memory.limit_in_bytes", "8192\n");
+  dir.write("fs/cgroup/memory/a/memory.usage_in_bytes", "1\n");
+  dir.write("fs/cgroup/memory/a/memory.limit_in_bytes", "2\n");
+  auto probe = CgroupProbe::open(dir.path(), CgroupPaths{"/a", "/b"});
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu.usage_usec, 7000u);
+  ASSERT_TRUE(r->memory.has_value());
+  EXPECT_EQ(r->memory->current_bytes, 4096u);
+  EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(8192u));
+  // No memory hierarchy holds it: memory absent.
+  auto none = CgroupProbe::open(dir.path(), CgroupPaths{"/a", ""});
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  auto n = none->read();
+  ASSERT_TRUE(n.ok()) << n.error().message;
+  EXPECT_FALSE(n->memory.has_value());
 }
 
 TEST(CgroupV1, WithoutCpuHierarchyQuotaIsUnknown) {
@@ -285,15 +333,16 @@ TEST(CgroupV1, QuotaWithZeroPeriodIsAnError) {
   EXPECT_EQ(r.error().message, period + ": period is 0");
 }
 
-TEST(CgroupV1, MissingMemoryHierarchyFailsTheRead) {
+TEST(CgroupV1, MemoryUsageWithoutItsLimitFailsTheReadNamingTheFile) {
   TempDir dir;
   dir.write("fs/cgroup/cpu,cpuacct/app/cpuacct.usage", "1000\n");
+  dir.write("fs/cgroup/memory/app/memory.usage_in_bytes", "1\n");
   auto probe = CgroupProbe::open(dir.path(), "app");
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ENOENT);
-  EXPECT_TRUE(contains(r.error().message, "memory/app/memory.usage_in_bytes")) << r.error().message;
+  EXPECT_TRUE(contains(r.error().message, "memory/app/memory.limit_in_bytes")) << r.error().message;
 }
 
 // ------------------------------------------------------------------- paths
