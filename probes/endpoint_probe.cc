@@ -28,6 +28,7 @@
 #include <string_view>
 
 #include "probes/endpoint_skeleton.h"
+#include "probes/instance.h"
 
 namespace headroom::probes {
 
@@ -151,8 +152,9 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   p->specs_ = endpoints;
   if (!options.fail_reads_while.empty()) p->read_fault_ = fault_while_exists(options.fail_reads_while);
   p->cache_.assign(endpoints.size(), EndpointTotals{});
-  p->stats_buf_.resize(static_cast<std::size_t>(p->ncpu_));
-  p->hist_buf_.resize(static_cast<std::size_t>(p->ncpu_));
+  p->retired_.assign(endpoints.size(), EndpointTotals{});
+  if (options.instance_bound == 0) return Error{EINVAL, "the instance bound must be at least 1"};
+  p->instance_bound_ = options.instance_bound;
   const LibbpfLog keep_log;
   // HTTP/2's frames, like a path, are in the bytes.
   p->has_http2_ = std::any_of(endpoints.begin(), endpoints.end(),
@@ -212,12 +214,13 @@ Result<EndpointProbe::Attempt> EndpointProbe::load_row(const ProgramSetRow& row,
   skel->obj = endpoint_bpf__open();
   if (!skel->obj) return Attempt{errno, true};
   choose(skel->obj->obj, row, arrival_);
-  // Per-endpoint maps hold exactly the configured endpoints: the per-CPU
-  // ones cost (entries x value x CPUs).
+  // Per-endpoint maps hold exactly the configured endpoints; the instances'
+  // room for each endpoint's bound and its overflow entry (allocated as
+  // instances come: entries x 2.4 KiB x CPUs at most).
   const auto n = static_cast<__u32>(specs_.size());
   bpf_map__set_max_entries(skel->obj->maps.endpoints, n);
-  bpf_map__set_max_entries(skel->obj->maps.stats, n);
-  bpf_map__set_max_entries(skel->obj->maps.hist, n);
+  bpf_map__set_max_entries(skel->obj->maps.instances, n * (instance_bound_ + 1));
+  skel->obj->rodata->instance_bound = instance_bound_;
   // Each set's maps at full size, the other set's shrunk to nothing (the
   // kernel preallocates hash maps: 7 MiB at full size).
   if (!row.syscalls)
@@ -229,6 +232,12 @@ Result<EndpointProbe::Attempt> EndpointProbe::load_row(const ProgramSetRow& row,
   if (const int err = endpoint_bpf__load(skel->obj); err != 0) return Attempt{-err, false};
   skel_ = std::move(skel);
   if (auto r = fill_maps(row, byte_ports); !r) return r.error();
+  // Servers older than the probe, in every network namespace: the
+  // listeners their instances start from (later ones come from the kernel).
+  std::set<uint16_t> ports;
+  for (const auto& e : specs_) ports.insert(e.port);
+  for (const auto& l : scan_listeners(options.proc_root, ports))
+    if (auto r = seed_listener({l.netns, l.port, l.pid, l.listeners}); !r) return r.error();
   if (row.sockets) {
     if (auto r = map_slots(); !r) return r.error();
   }
@@ -303,6 +312,13 @@ Result<void> EndpointProbe::fill_maps(const ProgramSetRow& row, const std::set<u
   }
   if (ports.size() > HR_MAX_PORTS)
     return Error{EINVAL, "at most " + std::to_string(HR_MAX_PORTS) + " ports can have endpoints"};
+  // Each endpoint's overflow instance, where requests past the bound count.
+  std::vector<hr_inst> zero(static_cast<std::size_t>(ncpu_));
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    const hr_inst_key k{static_cast<__u32>(i), HR_INSTANCE_OVERFLOW};
+    if (bpf_map_update_elem(bpf_map__fd(skel_->obj->maps.instances), &k, zero.data(), BPF_NOEXIST) != 0)
+      return Error{errno, std::string("cannot configure the eBPF instances map: ") + std::strerror(errno)};
+  }
   // The globals are memory-mapped: written in place, before attaching.
   auto* bss = skel_->obj->bss;
   std::size_t slot = 0;
@@ -376,6 +392,36 @@ Result<void> EndpointProbe::trace_process(pid_t tgid) {
   const uint8_t one = 1;
   if (bpf_map_update_elem(bpf_map__fd(skel_->obj->maps.procs), &key, &one, BPF_ANY) != 0)
     return Error{errno, std::string("cannot add the process to the eBPF procs map: ") + std::strerror(errno)};
+  return {};
+}
+
+Result<void> EndpointProbe::seed_listener(const ListenerState& l) {
+  const hr_listen_key k{l.netns, l.port};
+  const hr_listener v{l.listeners, static_cast<__u32>(l.pid)};
+  if (bpf_map_update_elem(bpf_map__fd(skel_->obj->maps.listeners), &k, &v, BPF_NOEXIST) != 0 && errno != EEXIST)
+    return Error{errno, std::string("cannot add to the eBPF listeners map: ") + std::strerror(errno)};
+  return {};
+}
+
+Result<void> EndpointProbe::forget_instance(uint32_t endpoint, uint32_t netns) {
+  if (endpoint >= specs_.size() || netns == HR_INSTANCE_OVERFLOW) return {};
+  const hr_inst_key k{endpoint, netns};
+  if (bpf_map_delete_elem(bpf_map__fd(skel_->obj->maps.instances), &k) == 0)
+    __atomic_fetch_sub(&skel_->obj->bss->instances_used[endpoint], 1u, __ATOMIC_RELAXED);
+  else if (errno != ENOENT)
+    return Error{errno, std::string("cannot remove an instance from the eBPF instances map: ") + std::strerror(errno)};
+  auto it = inst_cache_.find({endpoint, netns});
+  if (it == inst_cache_.end()) return {};
+  auto& r = retired_[endpoint];
+  const hr_stats& s = it->second.stats;
+  r.stats.completed += s.completed;
+  r.stats.errors += s.errors;
+  r.stats.over_target += s.over_target;
+  r.stats.over_max += s.over_max;
+  r.stats.aborted += s.aborted;
+  r.stats.busy_ns += s.busy_ns;
+  for (std::size_t b = 0; b < HR_HIST_BUCKETS; ++b) r.hist[b] += it->second.hist[b];
+  inst_cache_.erase(it);
   return {};
 }
 

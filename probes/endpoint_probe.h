@@ -9,11 +9,13 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "headroom/orca/result.h"
@@ -47,6 +49,10 @@ struct EndpointProbeOptions {
   std::string sys_root = "/sys";    // for /sys/kernel/btf/vmlinux
   pid_t self = 0;                   // never traced; 0: getpid()
   ProgramSet programs = ProgramSet::automatic;  // which rows of program_set.h to try
+  // Instances counted apart per endpoint (agent.endpoint_instances); the
+  // requests of those past it count in the endpoint's overflow instance
+  // (netns HR_INSTANCE_OVERFLOW).
+  uint32_t instance_bound = HR_DEFAULT_INSTANCES;
   // Tests: while this file exists, read() fails as a map read that the
   // kernel refused would (HEADROOM_TEST_EBPF_READ_FAULT). Empty, as in the
   // shipped daemon: no fault check is installed at all.
@@ -71,9 +77,32 @@ struct EndpointTotals {
   uint64_t pending_over_max = 0;
 };
 
+// One instance of an endpoint: its servers in one network namespace.
+struct InstanceTotals {
+  uint32_t endpoint = 0;  // index into the EndpointSpecs
+  uint32_t netns = 0;     // the namespace's inode; HR_INSTANCE_OVERFLOW: those past the bound
+  EndpointTotals totals;
+};
+
+// Listening sockets of an endpoint's port in one network namespace, and a
+// process that listens there (the latest to start listening; for servers
+// older than the probe, one found by the start-up scan).
+struct ListenerState {
+  uint32_t netns = 0;
+  uint16_t port = 0;
+  pid_t pid = 0;
+  int32_t listeners = 0;  // 0 or less: nothing listens there any more
+};
+
 struct EndpointSnapshot {
   int64_t at_ns = 0;  // CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns()
-  std::vector<EndpointTotals> endpoints;  // in EndpointSpec order
+  // In EndpointSpec order: each endpoint's totals over all its instances,
+  // those forgotten (forget_instance) included, so they never go back.
+  std::vector<EndpointTotals> endpoints;
+  // Every instance with counts or requests in flight, by (endpoint, netns).
+  std::vector<InstanceTotals> instances;
+  std::vector<ListenerState> listeners;  // by (netns, port)
+  uint64_t instances_lost = 0;           // request ends no instance entry could count (since load)
   uint64_t inflight_unclaimed = 0;        // requests on traced ports no endpoint claims
   // Requests the in-flight table holds now (every endpoint's, pending and
   // unclaimed ones included) and how many it can hold: a request arriving
@@ -92,6 +121,10 @@ struct EndpointSnapshot {
 // read() calls it for each): by its server time at now_ns (hr_server_time),
 // as pending when the server has not read it, to unclaimed when no endpoint
 // of its port claims it.
+// totals_of(endpoint index) gives the totals a request of that endpoint
+// goes into (read() passes its instance's).
+void account_inflight(const hr_inflight& r, uint64_t now_ns, const std::vector<EndpointSpec>& specs,
+                      const std::function<EndpointTotals&(std::size_t)>& totals_of, uint64_t& unclaimed);
 void account_inflight(const hr_inflight& r, uint64_t now_ns, const std::vector<EndpointSpec>& specs,
                       std::vector<EndpointTotals>& totals, uint64_t& unclaimed);
 
@@ -122,6 +155,14 @@ class EndpointProbe {
   // Traces this process's sockets from now on (tests; the probe finds
   // servers by themselves through accept/listen and the start-up scan).
   Result<void> trace_process(pid_t tgid);
+
+  // An instance that is gone: its entry leaves the kernel's map (making room
+  // under the bound) and its counts stay in its endpoint's totals. A later
+  // request of the same namespace makes it an instance again.
+  Result<void> forget_instance(uint32_t endpoint, uint32_t netns);
+  // A namespace's listeners on a port that the start-up scan found (servers
+  // older than the probe); later changes come from the kernel.
+  Result<void> seed_listener(const ListenerState& l);
 
   // "tp_btf sockets", "tp_btf sockets + syscalls", "tp_btf syscalls" or
   // "raw_tp syscalls": which programs are attached.
@@ -155,8 +196,13 @@ class EndpointProbe {
   // The endpoints and ports maps, between load and attach; byte_ports: the
   // ports whose requests must be read (port_set()).
   Result<void> fill_maps(const ProgramSetRow& row, const std::set<uint32_t>& byte_ports);
-  // Every endpoint's counters (stats, and hist where completed moved) into cache_.
+  // Every instance's counters (stats, and hist where completed moved) into
+  // inst_cache_, and the listeners into listeners_.
   Result<void> read_counters();
+  Result<void> read_listeners();
+  // The instance totals a request of (endpoint, netns) in flight goes into.
+  EndpointTotals& instance_totals(uint32_t endpoint, uint32_t netns);
+  void sum_endpoints();  // cache_ from retired_ and inst_cache_
   // The requests in flight, one call of account each.
   Result<void> map_slots();  // the socket set's requests array, into this process
   Result<void> read_slots(const std::function<void(const hr_inflight&)>& account);
@@ -172,15 +218,17 @@ class EndpointProbe {
   std::string kind_;
   bool arrival_ = false;
   std::vector<EndpointSpec> specs_;
-  std::vector<EndpointTotals> cache_;  // hist is re-read only when completed moved
+  std::vector<EndpointTotals> cache_;  // the endpoints' sums of their instances
+  std::vector<EndpointTotals> retired_;  // what forgotten instances had counted, per endpoint
+  // Every instance's totals (hist summed only when completed moved).
+  std::map<std::pair<uint32_t, uint32_t>, EndpointTotals> inst_cache_;
+  uint32_t instance_bound_ = HR_DEFAULT_INSTANCES;
   uint64_t map_bytes_ = 0;
   int ncpu_ = 1;
   // scratch for reads
-  std::vector<hr_stats> stats_buf_;
-  std::vector<hr_stats> stats_all_;  // batch: endpoint-major, then CPU
-  std::vector<uint32_t> stats_keys_;
-  bool batch_stats_ = true;
-  std::vector<hr_hist> hist_buf_;
+  std::vector<hr_inst_key> inst_keys_;
+  std::vector<hr_inst> inst_vals_;  // batch: key-major, then CPU
+  std::vector<ListenerState> listeners_;
   std::vector<uint64_t> keys_;
   std::vector<hr_inflight> vals_;
   std::vector<hr_h2_conn> h2_vals_;

@@ -6,9 +6,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <string>
 
 #include "probes/endpoint_probe.h"
@@ -44,6 +46,7 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out, int64_t now_ns) {
   }
   out.endpoints.resize(specs_.size());
   if (auto r = read_counters(); !r) return r.error();
+  if (auto r = read_listeners(); !r) return r.error();
 
   const auto now = static_cast<uint64_t>(now_ns);
   out.at_ns = now_ns;
@@ -51,7 +54,9 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out, int64_t now_ns) {
   uint64_t used = 0;
   auto account = [&](const hr_inflight& r) {
     ++used;
-    account_inflight(r, now, specs_, cache_, out.inflight_unclaimed);
+    account_inflight(
+        r, now, specs_, [&](std::size_t ep) -> EndpointTotals& { return instance_totals(static_cast<uint32_t>(ep), r.netns); },
+        out.inflight_unclaimed);
   };
   // Each attached set's table; with both, the fuller one is reported.
   out.table_used = out.table_size = 0;
@@ -75,42 +80,89 @@ Result<void> EndpointProbe::read(EndpointSnapshot& out, int64_t now_ns) {
     if (auto r = walk_h2_streams(now, account, out); !r) return r.error();
     out.h2_streams = used;  // streams live in their connections' entries, not in an in-flight table
   }
+  sum_endpoints();
   for (std::size_t i = 0; i < specs_.size(); ++i) copy_totals(cache_[i], out.endpoints[i]);
+  out.instances.resize(inst_cache_.size());
+  std::size_t k = 0;
+  for (const auto& [key, totals] : inst_cache_) {
+    auto& o = out.instances[k++];
+    if (o.endpoint != key.first || o.netns != key.second) o.totals = EndpointTotals{};
+    o.endpoint = key.first;
+    o.netns = key.second;
+    copy_totals(totals, o.totals);
+  }
+  out.listeners = listeners_;
+  out.instances_lost = __atomic_load_n(&skel_->obj->bss->instances_lost, __ATOMIC_RELAXED);
   return {};
 }
 
-Result<void> EndpointProbe::read_counters() {
-  const int stats_fd = bpf_map__fd(skel_->obj->maps.stats);
-  const int hist_fd = bpf_map__fd(skel_->obj->maps.hist);
-  // Every endpoint's counters in one system call where the kernel can (5.6+).
+EndpointTotals& EndpointProbe::instance_totals(uint32_t endpoint, uint32_t netns) {
+  auto it = inst_cache_.find({endpoint, netns});
+  if (it != inst_cache_.end()) return it->second;
+  // Requests in flight of an instance none of whose requests has ended yet:
+  // under the bound, it is one; past it, they go to the overflow instance.
+  const auto first = inst_cache_.lower_bound({endpoint, 0});
+  const auto last = inst_cache_.lower_bound({endpoint + 1, 0});
+  const auto count = static_cast<std::size_t>(std::distance(first, last));
+  const bool has_overflow = first != last && first->first.second == HR_INSTANCE_OVERFLOW;
+  if (count - (has_overflow ? 1 : 0) >= instance_bound_) netns = HR_INSTANCE_OVERFLOW;
+  return inst_cache_[{endpoint, netns}];
+}
+
+// Each endpoint's totals: what its forgotten instances counted, plus its
+// instances' (their requests in flight were accounted into them). A
+// histogram is summed again only when the endpoint's completed count moved.
+void EndpointProbe::sum_endpoints() {
   const std::size_t n = specs_.size();
-  const auto ncpu = static_cast<std::size_t>(ncpu_);
-  stats_all_.resize(n * ncpu);
-  bool batched = false;
-  if (batch_stats_) {
-    uint32_t count = static_cast<uint32_t>(n), out_batch = 0;
-    stats_keys_.resize(n);
-    const int r = bpf_map_lookup_batch(stats_fd, nullptr, &out_batch, stats_keys_.data(), stats_all_.data(), &count,
-                                       nullptr);
-    if ((r == 0 || errno == ENOENT) && count == n) {
-      batched = true;
-    } else {
-      batch_stats_ = false;  // one key at a time from now on
-    }
-  }
+  std::vector<uint64_t> completed(n);
+  for (std::size_t i = 0; i < n; ++i) completed[i] = retired_[i].stats.completed;
+  for (const auto& [key, t] : inst_cache_) completed[key.first] += t.stats.completed;
+  std::vector<bool> moved(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const auto idx = static_cast<uint32_t>(i);
-    const hr_stats* per_cpu = nullptr;
-    if (batched) {
-      per_cpu = &stats_all_[i * ncpu];
-    } else {
-      if (bpf_map_lookup_elem(stats_fd, &idx, stats_buf_.data()) != 0)
-        return Error{errno, std::string("cannot read the eBPF stats map: ") + std::strerror(errno)};
-      per_cpu = stats_buf_.data();
-    }
+    moved[i] = completed[i] != cache_[i].stats.completed;
+    auto& c = cache_[i];
+    const auto& r = retired_[i];
+    c.stats = r.stats;
+    if (moved[i]) c.hist = r.hist;
+    c.inflight = c.inflight_over_target = c.inflight_over_max = c.inflight_age_ns = 0;
+    c.pending = c.pending_over_target = c.pending_over_max = 0;
+  }
+  for (const auto& [key, t] : inst_cache_) {
+    auto& c = cache_[key.first];
+    c.stats.completed += t.stats.completed;
+    c.stats.errors += t.stats.errors;
+    c.stats.over_target += t.stats.over_target;
+    c.stats.over_max += t.stats.over_max;
+    c.stats.aborted += t.stats.aborted;
+    c.stats.busy_ns += t.stats.busy_ns;
+    c.inflight += t.inflight;
+    c.inflight_over_target += t.inflight_over_target;
+    c.inflight_over_max += t.inflight_over_max;
+    c.inflight_age_ns += t.inflight_age_ns;
+    c.pending += t.pending;
+    c.pending_over_target += t.pending_over_target;
+    c.pending_over_max += t.pending_over_max;
+    if (moved[key.first])
+      for (std::size_t b = 0; b < HR_HIST_BUCKETS; ++b) c.hist[b] += t.hist[b];
+  }
+}
+
+Result<void> EndpointProbe::read_counters() {
+  const int fd = bpf_map__fd(skel_->obj->maps.instances);
+  const auto ncpu = static_cast<std::size_t>(ncpu_);
+  // Every instance's counters, a batch at a time (kernels 5.6+).
+  constexpr uint32_t kBatch = 64;
+  inst_keys_.resize(kBatch);
+  inst_vals_.resize(kBatch * ncpu);
+  for (auto& [key, t] : inst_cache_) {
+    t.inflight = t.inflight_over_target = t.inflight_over_max = t.inflight_age_ns = 0;
+    t.pending = t.pending_over_target = t.pending_over_max = 0;
+  }
+  auto one = [&](const hr_inst_key& key, const hr_inst* per_cpu) {
+    if (key.ep >= specs_.size()) return;
     hr_stats sum{};
     for (std::size_t cpu = 0; cpu < ncpu; ++cpu) {
-      const auto& s = per_cpu[cpu];
+      const auto& s = per_cpu[cpu].stats;
       sum.completed += s.completed;
       sum.errors += s.errors;
       sum.over_target += s.over_target;
@@ -118,18 +170,56 @@ Result<void> EndpointProbe::read_counters() {
       sum.aborted += s.aborted;
       sum.busy_ns += s.busy_ns;
     }
-    auto& c = cache_[i];
+    auto& c = inst_cache_[{key.ep, key.netns}];
     if (sum.completed != c.stats.completed) {  // the histogram only moves with completions
-      if (bpf_map_lookup_elem(hist_fd, &idx, hist_buf_.data()) != 0)
-        return Error{errno, std::string("cannot read the eBPF histogram map: ") + std::strerror(errno)};
       c.hist.fill(0);
-      for (const auto& h : hist_buf_)
-        for (std::size_t b = 0; b < HR_HIST_BUCKETS; ++b) c.hist[b] += h.counts[b];
+      for (std::size_t cpu = 0; cpu < ncpu; ++cpu)
+        for (std::size_t b = 0; b < HR_HIST_BUCKETS; ++b) c.hist[b] += per_cpu[cpu].hist.counts[b];
     }
     c.stats = sum;
-    c.inflight = c.inflight_over_target = c.inflight_over_max = c.inflight_age_ns = 0;
-    c.pending = c.pending_over_target = c.pending_over_max = 0;
+  };
+  hr_inst_key pos{};
+  bool first = true;
+  for (;;) {
+    uint32_t count = kBatch;
+    const int r = bpf_map_lookup_batch(fd, first ? nullptr : &pos, &pos, inst_keys_.data(), inst_vals_.data(),
+                                       &count, nullptr);
+    const int err = r != 0 ? errno : 0;
+    if (r != 0 && err != ENOENT) {
+      if (!first || (err != EINVAL && err != ENOTSUP && err != EOPNOTSUPP))
+        return Error{err, std::string("cannot read the eBPF instances map: ") + std::strerror(err)};
+      // kernels before 5.6: one key at a time
+      hr_inst_key key{}, next{};
+      const void* prev = nullptr;
+      while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+        if (bpf_map_lookup_elem(fd, &next, inst_vals_.data()) == 0) one(next, inst_vals_.data());
+        key = next;
+        prev = &key;
+      }
+      break;
+    }
+    for (uint32_t k = 0; k < count; ++k) one(inst_keys_[k], &inst_vals_[k * ncpu]);
+    first = false;
+    if (err == ENOENT) break;
   }
+  return {};
+}
+
+Result<void> EndpointProbe::read_listeners() {
+  const int fd = bpf_map__fd(skel_->obj->maps.listeners);
+  listeners_.clear();
+  hr_listen_key key{}, next{};
+  const void* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    hr_listener v{};
+    if (bpf_map_lookup_elem(fd, &next, &v) == 0)
+      listeners_.push_back({next.netns, static_cast<uint16_t>(next.port), static_cast<pid_t>(v.tgid), v.listeners});
+    key = next;
+    prev = &key;
+  }
+  std::sort(listeners_.begin(), listeners_.end(), [](const ListenerState& a, const ListenerState& b) {
+    return std::pair(a.netns, a.port) < std::pair(b.netns, b.port);
+  });
   return {};
 }
 
@@ -225,6 +315,7 @@ Result<void> EndpointProbe::walk_h2_streams(uint64_t now_ns, const std::function
       r.start_ns = r.last_ns = c.unread_since;
       r.ep = HR_PENDING;
       r.port = c.port;
+      r.netns = c.netns;
       r.flags = HR_F_WAITING;
       account(r);
     }
@@ -236,6 +327,7 @@ Result<void> EndpointProbe::walk_h2_streams(uint64_t now_ns, const std::function
       r.paused_ns = static_cast<__u64>(s.paused_us) * 1000;
       r.ep = c.ep;
       r.port = c.port;
+      r.netns = c.netns;
       if (s.sid & HR_H2_BODY) r.flags = HR_F_PIECES | HR_F_DRAINED;
       account(r);
     }
@@ -282,10 +374,10 @@ Result<void> EndpointProbe::walk_h2_streams(uint64_t now_ns, const std::function
 }
 
 void account_inflight(const hr_inflight& r, uint64_t now_ns, const std::vector<EndpointSpec>& specs,
-                      std::vector<EndpointTotals>& totals, uint64_t& unclaimed) {
+                      const std::function<EndpointTotals&(std::size_t)>& totals_of, uint64_t& unclaimed) {
   const uint64_t age = hr_server_time(&r, now_ns);
   auto pending = [&](std::size_t i) {
-    auto& c = totals[i];
+    auto& c = totals_of(i);
     ++c.pending;
     c.inflight_age_ns += age;  // outstanding for the client: part of the in-flight integral
     if (age > specs[i].target_ns) ++c.pending_over_target;
@@ -304,11 +396,16 @@ void account_inflight(const hr_inflight& r, uint64_t now_ns, const std::vector<E
     pending(r.ep);
     return;
   }
-  auto& c = totals[r.ep];
+  auto& c = totals_of(r.ep);
   ++c.inflight;
   c.inflight_age_ns += age;
   if (age > specs[r.ep].target_ns) ++c.inflight_over_target;
   if (age > specs[r.ep].max_ns) ++c.inflight_over_max;
+}
+
+void account_inflight(const hr_inflight& r, uint64_t now_ns, const std::vector<EndpointSpec>& specs,
+                      std::vector<EndpointTotals>& totals, uint64_t& unclaimed) {
+  account_inflight(r, now_ns, specs, [&](std::size_t i) -> EndpointTotals& { return totals[i]; }, unclaimed);
 }
 
 }  // namespace headroom::probes

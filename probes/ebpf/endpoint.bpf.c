@@ -96,19 +96,33 @@ struct {
   __type(value, struct hr_endpoint);
 } endpoints SEC(".maps");
 
+/* Each instance's counters (endpoint_abi.h); max_entries set by the loader. */
 struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
   __uint(max_entries, HR_MAX_ENDPOINTS);
+  __type(key, struct hr_inst_key);
+  __type(value, struct hr_inst);
+} instances SEC(".maps");
+
+/* A zeroed instance to copy into a new entry (too big for the stack). */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
   __type(key, __u32);
-  __type(value, struct hr_stats);
-} stats SEC(".maps");
+  __type(value, struct hr_inst);
+} inst_zero SEC(".maps");
+
+const volatile __u32 instance_bound = HR_DEFAULT_INSTANCES; /* per endpoint */
+__u32 instances_used[HR_MAX_ENDPOINTS] = {};                /* entries of each endpoint in instances */
+__u64 instances_lost = 0;                                   /* request ends with no entry to count in */
 
 struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, HR_MAX_ENDPOINTS);
-  __type(key, __u32);
-  __type(value, struct hr_hist);
-} hist SEC(".maps");
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, HR_MAX_LISTENERS);
+  __type(key, struct hr_listen_key);
+  __type(value, struct hr_listener);
+} listeners SEC(".maps");
 
 /* The syscall set's requests in flight, by struct sock *. A plain hash: an
  * update costs less than in an LRU one, and an entry only ever leaves with
@@ -313,22 +327,82 @@ static __always_inline __u32 classify(const struct hr_port *pe, const char *b, l
   return best;
 }
 
-static __always_inline void count_end(__u32 ep, __u64 latency, int completed, int error) {
+/* The first request end of an instance: its entry, made while the endpoint
+ * is under its bound (a check that two CPUs may pass at once: the bound can
+ * be exceeded by a few), else the endpoint's overflow entry. */
+static __noinline struct hr_inst *new_instance(__u32 ep, __u32 netns) {
+  struct hr_inst_key k = {.ep = ep, .netns = netns};
+  __u32 i = ep & (HR_MAX_ENDPOINTS - 1);
+  if (instances_used[i] >= instance_bound) {
+    k.netns = HR_INSTANCE_OVERFLOW;
+  } else {
+    __u32 zero = 0;
+    struct hr_inst *z = bpf_map_lookup_elem(&inst_zero, &zero);
+    if (z && bpf_map_update_elem(&instances, &k, z, BPF_NOEXIST) == 0) __sync_fetch_and_add(&instances_used[i], 1);
+  }
+  struct hr_inst *v = bpf_map_lookup_elem(&instances, &k);
+  if (!v && k.netns != HR_INSTANCE_OVERFLOW) { /* the map is full */
+    k.netns = HR_INSTANCE_OVERFLOW;
+    v = bpf_map_lookup_elem(&instances, &k);
+  }
+  if (!v) __sync_fetch_and_add(&instances_lost, 1);
+  return v;
+}
+
+static __always_inline struct hr_inst *instance_of(__u32 ep, __u32 netns) {
+  struct hr_inst_key k = {.ep = ep, .netns = netns};
+  struct hr_inst *v = bpf_map_lookup_elem(&instances, &k);
+  return v ? v : new_instance(ep, netns);
+}
+
+static __always_inline void count_end(__u32 ep, __u32 netns, __u64 latency, int completed, int error) {
   struct hr_endpoint *e = bpf_map_lookup_elem(&endpoints, &ep);
-  struct hr_stats *s = bpf_map_lookup_elem(&stats, &ep);
-  if (!e || !s) return;
+  if (!e) return;
+  struct hr_inst *v = instance_of(ep, netns);
+  if (!v) return;
+  struct hr_stats *s = &v->stats;
   if (completed) s->completed++; else s->aborted++;
   if (error) s->errors++;
   s->busy_ns += latency;
   if (latency > e->target_ns) s->over_target++;
   if (latency > e->max_ns) s->over_max++;
   if (completed) {
-    struct hr_hist *h = bpf_map_lookup_elem(&hist, &ep);
-    if (h) {
-      __u32 b = hr_hist_bucket(latency);
-      barrier_var(b); /* keep the bound check on b itself for the verifier */
-      if (b < HR_HIST_BUCKETS) h->counts[b]++;
+    __u32 b = hr_hist_bucket(latency);
+    barrier_var(b); /* keep the bound check on b itself for the verifier */
+    if (b < HR_HIST_BUCKETS) v->hist.counts[b]++;
+  }
+}
+
+/* The network namespace of a socket: which instance it serves. btf: sk is a
+ * typed pointer (plain loads). */
+static __always_inline __u32 netns_of(const struct sock *sk, const int btf) {
+  if (btf) return sk->__sk_common.skc_net.net->ns.inum;
+  return BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+}
+
+/* A socket of an endpoint's port started or stopped listening (the TCP
+ * state change, in the listening process's context when it starts). */
+static __always_inline void note_listener(const struct sock *sk, __u32 port, int oldstate, int newstate,
+                                          const int btf) {
+  if (newstate != TCP_LISTEN && !(oldstate == TCP_LISTEN && newstate == TCP_CLOSE)) return;
+  struct hr_listen_key k = {.netns = netns_of(sk, btf), .port = port};
+  struct hr_listener *l = bpf_map_lookup_elem(&listeners, &k);
+  if (newstate == TCP_LISTEN) {
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    if (l) {
+      __sync_fetch_and_add(&l->listeners, 1);
+      l->tgid = tgid;
+      return;
     }
+    struct hr_listener fresh = {.listeners = 1, .tgid = tgid};
+    if (bpf_map_update_elem(&listeners, &k, &fresh, BPF_NOEXIST) != 0) {
+      l = bpf_map_lookup_elem(&listeners, &k);
+      if (l) __sync_fetch_and_add(&l->listeners, 1);
+    }
+  } else if (l && newstate == TCP_CLOSE) {
+    /* A listener closed. (A connection's socket starts as a copy of its
+     * listener's: LISTEN to SYN_RECV is a new connection, not a listener.) */
+    __sync_fetch_and_add(&l->listeners, -1);
   }
 }
 
@@ -410,7 +484,8 @@ static __always_inline void on_data_in(struct call *c, long ret, const int btf) 
   __u64 now = bpf_ktime_get_ns();
   __u32 copied, rcv;
   tcp_seqs(sk, btf, &copied, &rcv);
-  struct hr_inflight r = {.start_ns = now, .last_ns = now, .seq_last = rcv, .ep = ep, .port = (__u16)c->port};
+  struct hr_inflight r = {.start_ns = now, .last_ns = now, .seq_last = rcv, .ep = ep, .port = (__u16)c->port,
+                          .netns = netns_of((const struct sock *)sk, 0)};
   note_read(&r, sk, btf);
   bpf_map_update_elem(&inflight, &sk, &r, BPF_ANY);
 }
@@ -429,9 +504,10 @@ static __always_inline void on_data_out(struct call *c, long ret) {
     const struct hr_port *pe = sys_port(r->port);
     ep = pe ? pe->generic_ep : HR_NO_ENDPOINT;
   }
+  const __u32 netns = r->netns;
   bpf_map_delete_elem(&inflight, &sk);
   if (ep >= HR_MAX_ENDPOINTS) return;
-  count_end(ep, latency, 1, ret >= 12 && is_server_error(c->buf));
+  count_end(ep, netns, latency, 1, ret >= 12 && is_server_error(c->buf));
 }
 
 #include "http2.bpf.h"
@@ -467,8 +543,11 @@ static __always_inline void on_exit(struct pt_regs *regs, long ret, const int bt
 }
 
 static __always_inline void on_state(const struct sock *sk, int oldstate, int newstate) {
-  if (newstate == TCP_LISTEN) {
-    if (sys_port(local_port(sk))) mark_process();
+  if (newstate == TCP_LISTEN || (oldstate == TCP_LISTEN && newstate == TCP_CLOSE)) {
+    __u32 port = local_port(sk);
+    if (!sys_port(port)) return;
+    if (newstate == TCP_LISTEN) mark_process();
+    note_listener(sk, port, oldstate, newstate, 0);
     return;
   }
   if (newstate != TCP_CLOSE && newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK) return;
@@ -483,8 +562,9 @@ static __always_inline void on_state(const struct sock *sk, int oldstate, int ne
    * client's pause (it gave up, or the server timed it out). */
   __u64 age = hr_server_time(r, bpf_ktime_get_ns());
   __u32 ep = r->ep;
+  const __u32 netns = r->netns;
   bpf_map_delete_elem(&inflight, &key);
-  if (ep < HR_MAX_ENDPOINTS) count_end(ep, age, 0, 0);
+  if (ep < HR_MAX_ENDPOINTS) count_end(ep, netns, age, 0, 0);
 }
 
 static __always_inline void on_data_ready(const struct sock *sk, const int btf) {
@@ -507,7 +587,8 @@ static __always_inline void on_data_ready(const struct sock *sk, const int btf) 
     return;
   }
   struct hr_inflight r = {.start_ns = now, .last_ns = now, .seq_start = copied, .seq_last = rcv,
-                          .ep = HR_PENDING, .port = (__u16)port, .flags = HR_F_WAITING};
+                          .ep = HR_PENDING, .port = (__u16)port, .flags = HR_F_WAITING,
+                          .netns = netns_of(sk, btf)};
   bpf_map_update_elem(&inflight, &key, &r, BPF_NOEXIST);
 }
 
@@ -634,6 +715,7 @@ static __always_inline void sock_arrival(struct sock *sk) {
   free->r.ep = pe->generic_ep;
   free->r.port = (__u16)port;
   free->r.flags = 0;
+  free->r.netns = netns_of(sk, 1);
 }
 
 static __always_inline void sock_write(struct sock *sk, const struct msghdr *msg) {
@@ -642,6 +724,7 @@ static __always_inline void sock_write(struct sock *sk, const struct msghdr *msg
   if (!e) return; /* the rest of an answer */
   __u64 latency = response_time(&e->r, bpf_ktime_get_ns());
   __u32 ep = e->r.ep;
+  const __u32 netns = e->r.netns;
   free_slot(e);
   if (ep >= HR_MAX_ENDPOINTS) return;
   /* The status line, from the user's buffer (write/send: one buffer; writev/
@@ -654,10 +737,15 @@ static __always_inline void sock_write(struct sock *sk, const struct msghdr *msg
     const struct iovec *iov = msg->msg_iter.__iov;
     if (iov) base = (__u64)iov->iov_base + msg->msg_iter.iov_offset;
   }
-  count_end(ep, latency, 1, is_server_error(base));
+  count_end(ep, netns, latency, 1, is_server_error(base));
 }
 
-static __always_inline void sock_state(struct sock *sk, int newstate) {
+static __always_inline void sock_state(struct sock *sk, int oldstate, int newstate) {
+  if (newstate == TCP_LISTEN || (oldstate == TCP_LISTEN && newstate == TCP_CLOSE)) {
+    __u32 port = sk->__sk_common.skc_num;
+    if (sock_port(port)) note_listener(sk, port, oldstate, newstate, 1);
+    return;
+  }
   if (newstate != TCP_CLOSE && newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK) return;
   if (!sock_port(sk->__sk_common.skc_num)) return;
   struct hr_slot *e = find_slot(sk, 0);
@@ -665,7 +753,7 @@ static __always_inline void sock_state(struct sock *sk, int newstate) {
   struct hr_inflight r = e->r;
   free_slot(e);
   if ((__s32)(tcp_of(sk)->copied_seq - r.seq_last) >= 0) r.flags |= HR_F_DRAINED;
-  if (r.ep < HR_MAX_ENDPOINTS) count_end(r.ep, hr_server_time(&r, bpf_ktime_get_ns()), 0, 0);
+  if (r.ep < HR_MAX_ENDPOINTS) count_end(r.ep, r.netns, hr_server_time(&r, bpf_ktime_get_ns()), 0, 0);
 }
 
 SEC("tp_btf/sk_data_ready")
@@ -682,7 +770,7 @@ int BPF_PROG(hr_sock_write, struct sock *sk, const struct msghdr *msg, const str
 
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(hr_sock_set_state, struct sock *sk, int oldstate, int newstate) {
-  sock_state(sk, newstate);
+  sock_state(sk, oldstate, newstate);
   return 0;
 }
 

@@ -21,6 +21,9 @@
 #define HR_MAX_CONNS 65536          /* server-side connections known (LRU) */
 #define HR_MAX_PROCS 4096           /* server processes traced (LRU) */
 #define HR_MAX_PORTS 256
+#define HR_MAX_LISTENERS 4096       /* (network namespace, port) pairs with a listener known */
+#define HR_DEFAULT_INSTANCES 256    /* instances per endpoint, unless configured */
+#define HR_INSTANCE_OVERFLOW 0u     /* the netns of the entry that counts an endpoint's instances past the bound */
 
 /* Latency histogram: log-linear over 256 ns units. Values below 16 units
  * (4.096 us) get one bucket per unit; above, 16 buckets per power of two, so
@@ -104,9 +107,38 @@ struct hr_stats {
   __u64 busy_ns;     /* sum of the latencies of completed and aborted requests */
 };
 
-/* hist per-CPU array: endpoint index -> counts per bucket (u32, differences wrap). */
+/* hist: counts per bucket (u32, differences wrap). */
 struct hr_hist {
   __u32 counts[HR_HIST_BUCKETS];
+};
+
+/* instances per-CPU hash: (endpoint index, network namespace of the
+ * server's socket) -> its counters and histogram, one lookup per request's
+ * end. An entry is made at an instance's first request end, as long as the
+ * endpoint has fewer than instance_bound entries (instances_used[], which
+ * the loader decrements when it removes one); past the bound, requests count
+ * in the endpoint's entry whose netns is HR_INSTANCE_OVERFLOW, which the
+ * loader makes. An endpoint's totals are the sum of its entries. */
+struct hr_inst_key {
+  __u32 ep;
+  __u32 netns; /* the namespace's inode (ns.inum), as /proc/PID/ns/net shows it */
+};
+struct hr_inst {
+  struct hr_stats stats;
+  struct hr_hist hist;
+};
+
+/* listeners hash: (network namespace, local port) of an endpoint -> the
+ * listening sockets there, counted from the TCP state changes (to and from
+ * LISTEN), and the process that last started listening. An instance whose
+ * count falls to 0 stopped serving. */
+struct hr_listen_key {
+  __u32 netns;
+  __u32 port;
+};
+struct hr_listener {
+  __s32 listeners;
+  __u32 tgid;
 };
 
 /* A connection's request in flight, the same record in both program sets:
@@ -130,6 +162,8 @@ struct hr_inflight {
   __u32 ep;         /* endpoint index, HR_NO_ENDPOINT or HR_PENDING (port known, endpoint not yet) */
   __u16 port;       /* local port */
   __u16 flags;      /* HR_F_* */
+  __u32 netns;      /* the server socket's network namespace: which instance */
+  __u32 pad;
 };
 #define HR_F_WAITING 1 /* arrived, the server has read none of it yet */
 #define HR_F_PIECES 2  /* it came in pieces, the server waiting in between */
@@ -191,7 +225,7 @@ struct hr_h2_conn {
    * counting insertions is enough; no entry can live longer than the latest
    * HR_H2_RING while the table is at most 8 KiB (32 bytes per entry at least). */
   __u32 inserts;
-  __u32 pad;
+  __u32 netns;          /* the socket's network namespace: which instance */
   /* Bytes from the client the server has not read yet: when the oldest and
    * the latest of them arrived (sock:sk_data_ready), 0: none. */
   __u64 unread_since;

@@ -137,9 +137,9 @@ static __always_inline void h2_free(struct hr_h2_stream *s) {
   s->start_ns = 0;
 }
 
-static __always_inline void count_error(__u32 ep) {
-  struct hr_stats *s = bpf_map_lookup_elem(&stats, &ep);
-  if (s) s->errors++;
+static __always_inline void count_error(__u32 ep, __u32 netns) {
+  struct hr_inst *v = instance_of(ep, netns);
+  if (v) v->stats.errors++;
 }
 
 /* The next segment of the system call's bytes: the next iovec. */
@@ -321,7 +321,7 @@ static __always_inline int h2_block_error(struct h2_walk *w, __u32 at, __u32 cop
 static __always_inline void h2_abort(struct hr_h2_conn *c, struct hr_h2_stream *s, __u64 now) {
   __u64 t = h2_server_time(s, now);
   h2_free(s);
-  if (c->ep < HR_MAX_ENDPOINTS) count_end(c->ep, t, 0, 0);
+  if (c->ep < HR_MAX_ENDPOINTS) count_end(c->ep, c->netns, t, 0, 0);
 }
 
 /* A client's frame, its header read (the payload is skipped). */
@@ -366,7 +366,7 @@ static __always_inline void h2_server_frame(struct h2_walk *w, __u8 type, __u32 
   struct hr_h2_stream *s = h2_slot(w->c, sid);
   __u32 ep = w->c->ep;
   if ((s->sid & ~HR_H2_BODY) != sid || sid == 0) { /* answered before: trailers may still say it failed */
-    if (error && ep < HR_MAX_ENDPOINTS) count_error(ep);
+    if (error && ep < HR_MAX_ENDPOINTS) count_error(ep, w->c->netns);
     return;
   }
   if (type == H2_RST_STREAM) {
@@ -376,7 +376,7 @@ static __always_inline void h2_server_frame(struct h2_walk *w, __u8 type, __u32 
   __u64 spent = s->start_ns + (__u64)s->paused_us * 1000;
   __u64 latency = w->v->now > spent ? w->v->now - spent : 0;
   h2_free(s);
-  if (ep < HR_MAX_ENDPOINTS) count_end(ep, latency, 1, error);
+  if (ep < HR_MAX_ENDPOINTS) count_end(ep, w->c->netns, latency, 1, error);
 }
 
 /* A whole frame header in d->hdr. */
@@ -535,6 +535,7 @@ static __always_inline struct hr_h2_conn *h2_conn_of(__u64 sk, const struct hr_p
   if (!conn) return 0;
   conn->ep = pe->generic_ep;
   conn->port = (__u16)port;
+  conn->netns = netns_of((const struct sock *)sk, 0);
   __u8 one = 1;
   bpf_map_update_elem(&known, &sk, &one, BPF_NOEXIST);
   return conn;
