@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "publishers/orca_dir_publisher.h"
 
+#include "headroom/orca/names.h"
+
+#include <dirent.h>
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -292,6 +296,25 @@ Result<void> OrcaDirPublisher::remove(std::string_view scope) {
   return {};
 }
 
+namespace {
+
+// endpoint.<name>@<instance>.orca files in dir, as scopes.
+std::vector<std::string> instance_reports_in(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (!name.starts_with(orca::kEndpointSignalPrefix) || !name.ends_with(orca::kReportSuffix)) continue;
+    if (name.find(orca::kInstanceSeparator) == std::string_view::npos) continue;
+    out.emplace_back(name.substr(0, name.size() - orca::kReportSuffix.size()));
+  }
+  ::closedir(d);
+  return out;
+}
+
+}  // namespace
+
 Result<Publishers> OrcaReportsPublisher::build(const OrcaReportsOptions& options) {
   auto files = OrcaDirPublisher::open(options.dir, options.files);
   if (!files) {
@@ -300,9 +323,25 @@ Result<Publishers> OrcaReportsPublisher::build(const OrcaReportsOptions& options
     if (e.code == 0) e.code = EPERM;  // the directory is there but unsafe: not a configuration error
     return e;
   }
+  std::unique_ptr<OrcaReportsPublisher> p(new OrcaReportsPublisher(std::move(files.value()), options.scopes));
+  p->instances_ = instance_reports_in(p->files_.dir());
   Publishers out;
-  out.push_back(std::unique_ptr<Publisher>(new OrcaReportsPublisher(std::move(files.value()), options.scopes)));
+  out.push_back(std::move(p));
   return out;
+}
+
+void OrcaReportsPublisher::remove_forgotten_instances(const Tick& tick) {
+  std::vector<std::string> now;
+  for (const auto& r : tick.reports)
+    if (!r.instance.empty()) now.push_back(r.scope);
+  for (const auto& old : instances_) {
+    if (std::find(now.begin(), now.end(), old) != now.end()) continue;
+    if (auto r = files_.remove(old); !r) {
+      spdlog::warn("{}: its instance is forgotten, but the report stays: {}", old, r.error().message);
+      now.push_back(old);  // tried again next tick
+    }
+  }
+  instances_ = std::move(now);
 }
 
 Result<void> OrcaReportsPublisher::publish(const Tick& tick) {
@@ -329,6 +368,7 @@ Result<void> OrcaReportsPublisher::publish(const Tick& tick) {
       failing = true;
     }
   }
+  remove_forgotten_instances(tick);
   if (failing)
     others_failing_.fail(spdlog::level::err,
                          "cannot publish endpoint reports into {}: {}; the previous reports stay in place",
@@ -341,6 +381,7 @@ Result<void> OrcaReportsPublisher::publish(const Tick& tick) {
 void OrcaReportsPublisher::take_over(const std::vector<std::string>& previous_scopes) {
   for (const auto& old : previous_scopes) {
     if (std::find(scopes_.begin(), scopes_.end(), old) != scopes_.end()) continue;
+    if (old.find(orca::kInstanceSeparator) != std::string::npos) continue;  // the next tick's to remove
     if (auto r = files_.remove(old); !r)
       spdlog::warn("{} removed from the configuration, but its report stays: {}", old, r.error().message);
     else

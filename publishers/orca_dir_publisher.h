@@ -143,7 +143,8 @@ class OrcaReportsPublisher final : public Publisher {
   Result<void> publish(const Tick& tick) override;
   void stop(const Tick& final) override { (void)publish(final); }
   // Removes the reports the previous configuration had and this one has
-  // not: they would only go stale.
+  // not: they would only go stale. Instance reports are left to the next
+  // tick, which removes those it does not publish.
   void take_over(const std::vector<std::string>& previous_scopes) override;
 
   std::string_view name() const override { return "orca_dir"; }
@@ -153,9 +154,15 @@ class OrcaReportsPublisher final : public Publisher {
  private:
   OrcaReportsPublisher(OrcaDirPublisher files, std::vector<std::string> scopes)
       : files_(std::move(files)), scopes_(std::move(scopes)) {}
+  // The instance reports (endpoint.<name>@<instance>.orca) of the previous
+  // tick that this one no longer has: their instances were forgotten.
+  void remove_forgotten_instances(const Tick& tick);
 
   OrcaDirPublisher files_;
   std::vector<std::string> scopes_;
+  // Instance reports written at the previous tick; at start, those a
+  // previous run left in the directory.
+  std::vector<std::string> instances_;
   FailureLatch node_failing_, others_failing_;
 };
 

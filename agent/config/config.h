@@ -122,6 +122,11 @@ inline constexpr std::chrono::nanoseconds kMaxSmoothing = std::chrono::minutes(1
 // bounds its memory (and the work of each tick) whatever the two keys say.
 inline constexpr std::size_t kMaxWindowSlots = 10'000;
 
+// agent.endpoint_instances: the kernel keeps 2.4 KiB per CPU for each.
+inline constexpr uint32_t kDefaultEndpointInstances = 256;
+inline constexpr int64_t kMaxEndpointInstances = 4096;
+inline constexpr std::chrono::seconds kMaxInstanceGrace{3600};
+
 struct Config {
   // [agent]
   std::chrono::nanoseconds interval = std::chrono::milliseconds(100);
@@ -133,6 +138,10 @@ struct Config {
   bool fsync = false;
   EbpfMode ebpf = EbpfMode::automatic;
   UnsafeDirAction unsafe_orca_dir = UnsafeDirAction::refuse;
+  // Instances counted apart per endpoint, and how long a gone instance's
+  // report stays (docs/endpoints.md, "Instances").
+  uint32_t endpoint_instances = kDefaultEndpointInstances;
+  std::chrono::nanoseconds instance_grace = std::chrono::seconds(30);
 
   // [node]
   std::string cgroup;  // empty: the host; otherwise relative to the cgroup root

@@ -52,6 +52,23 @@ bool set_smoothing(KeyValue& v) {
   return true;
 }
 
+bool set_endpoint_instances(KeyValue& v) {
+  const std::int64_t n = v.node.as_integer()->get();
+  if (n < 1 || n > kMaxEndpointInstances)
+    return v.fail("must be from 1 to " + std::to_string(kMaxEndpointInstances) + ", got " + std::to_string(n));
+  v.config.endpoint_instances = static_cast<uint32_t>(n);
+  return true;
+}
+
+bool set_instance_grace(KeyValue& v) {
+  const auto d = v.duration();
+  if (!d) return false;
+  if (*d < std::chrono::nanoseconds(0) || *d > kMaxInstanceGrace)
+    return v.fail("must be from 0s to " + format_duration(kMaxInstanceGrace) + ", got " + v.str());
+  v.config.instance_grace = *d;
+  return true;
+}
+
 bool set_path(KeyValue& v, std::string& into, std::string_view example) {
   auto p = v.absolute_path(example);
   if (!p) return false;
@@ -279,6 +296,19 @@ void add_agent_rows(std::vector<KeyRow>& out, const KeyFacts& f) {
        "the agent's user, `chmod 0755`); `\"warn\"` logs a warning and publishes there. The packaged unit's "
        "`RuntimeDirectory=orca` and a directory headroomd creates itself are `0755`, owned by the agent's user.",
        set_unsafe_orca_dir, ""},
+      {"agent", "endpoint_instances", KeyType::integer, "an integer such as 256", "1 to " + n(kMaxEndpointInstances),
+       std::to_string(f.d.endpoint_instances), "",
+       "The most instances of one endpoint (its servers in distinct network namespaces: pods) counted and reported "
+       "apart, each in `endpoint.<name>@<instance>.orca` ([endpoints.md](endpoints.md)). The requests of instances "
+       "past it still count in `endpoint.<name>.orca`, without a report of their own; one warning says so. The "
+       "kernel keeps about 2.4 KiB per CPU for each instance that has served.",
+       set_endpoint_instances, ""},
+      {"agent", "instance_grace", KeyType::duration, kDuration, "0s to " + format_duration(kMaxInstanceGrace),
+       toml_duration(f.d.instance_grace), "",
+       "How long the report of an instance that stopped serving (no server listens in its namespace any more) "
+       "stays, saying so (`headroom.instance.gone = 1`, `headroom.stopped = 1`), before it is removed. A server "
+       "that comes back within it keeps its instance.",
+       set_instance_grace, ""},
   };
   out.insert(out.end(), std::begin(rows), std::end(rows));
 }

@@ -128,6 +128,16 @@ bool Agent::tick(const TickTime& now) {
 void Agent::prepare(const TickTime& now, bool stopped) {
   tick_.meta = ReportMeta{now.unix_ms, ++seq_, to_ms(p_.config.interval), stopped};
   node_values(node_, p_.config, values_);
+  // The scopes of this tick: a sampler's may change (instances come and go).
+  std::size_t count = 1;
+  for (const auto& s : p_.samplers)
+    if (s) count += s->scopes().size();
+  scopes_.resize(count);
+  std::size_t k = 1;
+  for (const auto& s : p_.samplers)
+    if (s)
+      for (const auto& scope : s->scopes())
+        if (scopes_[k++] != scope) scopes_[k - 1] = scope;
   tick_.reports.resize(scopes_.size());
   for (std::size_t i = 0; i < scopes_.size(); ++i)
     if (tick_.reports[i].scope != scopes_[i]) tick_.reports[i].scope = scopes_[i];

@@ -149,7 +149,7 @@ class Agent {
   publishers::Tick tick_;  // kept across ticks: its reports and vectors are refilled, not rebuilt
   NodeSample node_;        // likewise
   NodeValues values_;
-  std::vector<std::string> scopes_;  // report_scopes(config), the order of tick_.reports
+  std::vector<std::string> scopes_;  // the last tick's scopes (node, then each sampler's), the order of tick_.reports
   bool drop_endpoint_signals_ = false;  // after a reload: the old endpoints' are in node_
   bool have_baseline_ = false;
   uint64_t seq_ = 0;

@@ -2,8 +2,11 @@
 #include "agent/signals/endpoint_sampler.h"
 
 #include "headroom/orca/clock.h"
+#include "probes/host.h"
 
 #include <spdlog/spdlog.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,12 +15,28 @@
 
 namespace headroom::agent {
 
-EndpointSampler::EndpointSampler(const Config& config, Reader read) : read_(std::move(read)) {
+namespace {
+
+ResourceRoots resource_roots(const Config& config) {
+  ResourceRoots r;
+  r.proc_root = config.proc_root;
+  r.sys_root = config.sys_root;
+  r.version = config.cgroup_version;
+  const long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
+  r.host_ncpu = ncpu > 0 ? static_cast<unsigned>(ncpu) : 1;
+  if (auto m = probes::MemInfoProbe(config.proc_root).read(); m) r.host_memory_bytes = m->total_bytes;
+  return r;
+}
+
+}  // namespace
+
+EndpointSampler::EndpointSampler(const Config& config, Reader read)
+    : instances_(config, resource_roots(config)), read_(std::move(read)) {
   const std::size_t window = window_intervals(config.interval, config.smoothing);
   for (const auto& e : config.endpoints) endpoints_.push_back({e, EndpointWindow(window), std::nullopt, false});
 }
 
-EndpointSampler::EndpointSampler(const Config& config) {
+EndpointSampler::EndpointSampler(const Config& config) : instances_(config, resource_roots(config)) {
   const std::size_t window = window_intervals(config.interval, config.smoothing);
   std::vector<probes::EndpointSpec> specs;
   for (const auto& e : config.endpoints) {
@@ -39,6 +58,7 @@ EndpointSampler::EndpointSampler(const Config& config) {
   probes::EndpointProbeOptions options;
   options.proc_root = config.proc_root;
   options.sys_root = config.sys_root;
+  options.instance_bound = config.endpoint_instances;
   // HEADROOM_EBPF_PROGRAMS=sockets|syscalls|raw restricts the program set:
   // for tests, benchmarks and diagnosing a kernel.
   if (const char* set = std::getenv("HEADROOM_EBPF_PROGRAMS")) {
@@ -133,6 +153,7 @@ void EndpointSampler::sample(int64_t monotonic_ns) {
       read_failing_since_ms_ = orca::unix_now_ms();
     }
     for (auto& e : endpoints_) e.signals.reset();
+    instances_.unavailable();
     return;
   }
   if (read_latch_.ok("reading the eBPF maps works again after {} failed read(s); the endpoint signals are back",
@@ -154,6 +175,9 @@ void EndpointSampler::sample(int64_t monotonic_ns) {
       e.counted = true;
     }
   }
+  instances_.sample(have_prev_ ? &prev_ : nullptr, cur_, monotonic_ns, [this](uint32_t endpoint, uint32_t netns) {
+    if (probe_) (void)probe_->forget_instance(endpoint, netns);
+  });
   std::swap(prev_, cur_);
   have_prev_ = true;
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "agent/config/config.h"
+#include "agent/signals/endpoint_instances.h"
 #include "agent/signals/endpoint_signals.h"
 #include "publishers/failure_latch.h"
 #include "probes/endpoint_probe.h"
@@ -53,6 +54,8 @@ class EndpointSampler {
     bool counted = false;
   };
   const std::vector<Endpoint>& endpoints() const { return endpoints_; }
+  // Each endpoint's instances (endpoint_instances.h), by endpoint and id.
+  const std::vector<EndpointInstance>& instances() const { return instances_.instances(); }
 
   // Why there are no latency signals ("" when the probe runs or is off).
   const std::string& unavailable() const { return unavailable_; }
@@ -81,6 +84,7 @@ class EndpointSampler {
   void note_table(const probes::EndpointSnapshot& s);
 
   std::vector<Endpoint> endpoints_;
+  InstanceTable instances_;
   std::unique_ptr<probes::EndpointProbe> probe_;
   Reader read_;  // tests only
   std::string unavailable_;

@@ -11,6 +11,18 @@ namespace headroom::agent {
 
 EndpointScopes::EndpointScopes(std::unique_ptr<EndpointSampler> sampler) : sampler_(std::move(sampler)) {
   for (const auto& e : sampler_->endpoints()) scopes_.push_back(orca::endpoint_scope(e.config.name));
+  aggregates_ = scopes_.size();
+}
+
+void EndpointScopes::sample(int64_t now_ns) {
+  sampler_->sample(now_ns);
+  const auto& endpoints = sampler_->endpoints();
+  const auto& instances = sampler_->instances();
+  scopes_.resize(aggregates_ + instances.size());
+  for (std::size_t i = 0; i < instances.size(); ++i) {
+    std::string scope = orca::instance_scope(endpoints[instances[i].endpoint].config.name, instances[i].id);
+    if (scopes_[aggregates_ + i] != scope) scopes_[aggregates_ + i] = std::move(scope);
+  }
 }
 
 std::unique_ptr<ScopeSampler> EndpointScopes::build(const Config& config) {
@@ -21,7 +33,8 @@ std::unique_ptr<ScopeSampler> EndpointScopes::build(const Config& config) {
 bool EndpointScopes::same(const Config& running, const Config& next) {
   return running.endpoints == next.endpoints && running.ebpf == next.ebpf && running.interval == next.interval &&
          running.smoothing == next.smoothing && running.proc_root == next.proc_root &&
-         running.sys_root == next.sys_root;
+         running.sys_root == next.sys_root && running.endpoint_instances == next.endpoint_instances &&
+         running.instance_grace == next.instance_grace && running.cgroup_version == next.cgroup_version;
 }
 
 ProbeState probe_state(const EndpointSampler& s) {
@@ -68,8 +81,9 @@ void EndpointScopes::report(const NodeFigures& node, const publishers::ReportMet
   const auto& endpoints = sampler_->endpoints();
   const auto first = static_cast<std::size_t>(out.data() - tick.reports.data());  // out is a part of tick.reports
   // The only row with endpoints: their entries are refilled in place.
-  tick.endpoints.resize(std::min(endpoints.size(), out.size()));
-  for (std::size_t i = 0; i < tick.endpoints.size(); ++i) {
+  const std::size_t n = std::min(endpoints.size(), out.size());
+  tick.endpoints.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
     const auto& e = endpoints[i];
     const bool available = sampler_->running() && e.signals;
     build_endpoint_report_into(e.config, available ? &*e.signals : nullptr, meta, out[i].report,
@@ -80,8 +94,52 @@ void EndpointScopes::report(const NodeFigures& node, const publishers::ReportMet
     t.target_seconds = seconds(e.config.target);
     t.max_seconds = seconds(e.config.max);
     t.measured = available;
+    t.instance.clear();
     const EndpointInterval* newest = e.window.newest();
     t.counted = available && e.counted && !meta.stopped && newest != nullptr;
+    if (t.counted) count_into(*newest, t.counts);
+    out[i].instance.clear();
+  }
+  if (out.size() > n) report_instances(node, meta, out.subspan(n), first + n, tick);
+}
+
+void EndpointScopes::report_instances(const NodeFigures& node, const publishers::ReportMeta& meta,
+                                      std::span<publishers::ScopeReport> out, std::size_t first,
+                                      publishers::Tick& tick) const {
+  const auto& endpoints = sampler_->endpoints();
+  const auto& instances = sampler_->instances();
+  const std::size_t n = std::min(instances.size(), out.size());
+  for (std::size_t k = 0; k < n; ++k) {
+    const EndpointInstance& i = instances[k];
+    const auto& e = endpoints[i.endpoint];
+    const bool available = sampler_->running() && i.signals;
+    InstanceFigures f;
+    f.netns = i.netns;
+    f.serving = i.serving;
+    f.memory = i.resources.memory();
+    f.cpu = i.resources.cpu();
+    if (!i.resources.unavailable().empty()) {
+      // Without its cgroup, the node's CPU (the best figure at hand; the
+      // floor keeps it from reading idle).
+      f.cgroup_unavailable = true;
+      f.cpu = node.cpu_utilization;
+    }
+    if (!f.cpu) f.cpu = 0.0;  // the first read of its cgroup: the floor stands in
+    auto& r = out[k];
+    build_instance_report_into(e.config, available ? &*i.signals : nullptr, f, meta, r.report);
+    r.instance.assign(i.id);
+    r.netns = i.netns;
+    r.server_pid = i.resources.pid();
+    r.serving = i.serving;
+    auto& t = tick.endpoints.emplace_back();
+    t.name.assign(e.config.name);
+    t.instance.assign(i.id);
+    t.report = first + k;
+    t.target_seconds = seconds(e.config.target);
+    t.max_seconds = seconds(e.config.max);
+    t.measured = available;
+    const EndpointInterval* newest = i.window.newest();
+    t.counted = available && i.counted && !meta.stopped && newest != nullptr;
     if (t.counted) count_into(*newest, t.counts);
   }
 }

@@ -28,7 +28,8 @@ class EndpointScopes final : public ScopeSampler {
   // (maps, traced processes, in-flight requests, windows).
   static bool same(const Config& running, const Config& next);
 
-  void sample(int64_t now_ns) override { sampler_->sample(now_ns); }
+  // Samples, and renews the scopes: the instances come and go.
+  void sample(int64_t now_ns) override;
   const std::vector<std::string>& scopes() const override { return scopes_; }
   void add_node_signals(NodeSample& node) const override;
   void report(const NodeFigures& node, const publishers::ReportMeta& meta, std::span<publishers::ScopeReport> out,
@@ -43,7 +44,13 @@ class EndpointScopes final : public ScopeSampler {
 
  private:
   std::unique_ptr<EndpointSampler> sampler_;
-  std::vector<std::string> scopes_;  // "endpoint.<name>", in configuration order
+  void report_instances(const NodeFigures& node, const publishers::ReportMeta& meta,
+                        std::span<publishers::ScopeReport> out, std::size_t first, publishers::Tick& tick) const;
+
+  // "endpoint.<name>" in configuration order, then "endpoint.<name>@<id>"
+  // for each instance (the sampler's order).
+  std::vector<std::string> scopes_;
+  std::size_t aggregates_ = 0;
 };
 
 }  // namespace headroom::agent

@@ -137,10 +137,26 @@ double endpoint_application_utilization(const EndpointSignals& s, std::optional<
   return std::max(endpoint_composite(s).value_or(0.0), cpu.value_or(0.0));
 }
 
+namespace {
+
+void add_instance(MapRefill& nm, const InstanceFigures& f, orca::Report& r) {
+  nm.set(orca::kMetricInstanceNetns, static_cast<double>(f.netns));
+  if (f.cgroup_unavailable) nm.set(orca::kMetricInstanceCgroupUnavailable, 1.0);
+  if (!f.serving) {
+    nm.set(orca::kMetricInstanceGone, 1.0);
+    nm.set(orca::kStoppedKey, 1.0);
+  }
+  if (f.memory) r.set_mem_utilization(clamp01(*f.memory));
+  else r.set_mem_utilization(0);
+}
+
+}  // namespace
+
 void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSignals* s, const ReportMeta& meta,
-                                orca::Report& r, std::optional<double> cpu) {
+                                orca::Report& r, std::optional<double> cpu, const InstanceFigures* instance) {
   MapRefill nm(*r.mutable_named_metrics());
   MapRefill u(*r.mutable_utilization());
+  if (instance) add_instance(nm, *instance, r);
   if (s == nullptr) {
     r.set_application_utilization(0);
     r.set_cpu_utilization(0);
@@ -153,7 +169,9 @@ void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSi
   std::array<KeyedValue, 3> shares;
   for (std::size_t i = 0, n = endpoint_utilization(*s, shares); i < n; ++i) u.set(shares[i].key, shares[i].value);
   r.set_cpu_utilization(cpu.value_or(0.0));
-  r.set_application_utilization(endpoint_application_utilization(*s, cpu));
+  double application = endpoint_application_utilization(*s, cpu);
+  if (instance && instance->serving) application = std::max(application, kInstanceUtilizationFloor);
+  r.set_application_utilization(application);
   r.set_rps_fractional(s->rps);
   r.set_eps(s->eps);
   nm.set(orca::kMetricInflight, s->inflight_now);
@@ -168,6 +186,13 @@ void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSi
   nm.set(orca::kMetricSloTargetMs, static_cast<double>(endpoint.target.count()) / 1e6);
   nm.set(orca::kMetricSloMaxMs, static_cast<double>(endpoint.max.count()) / 1e6);
   add_meta(nm, meta);
+}
+
+void build_instance_report_into(const EndpointConfig& endpoint, const EndpointSignals* s, const InstanceFigures& f,
+                                const ReportMeta& meta, orca::Report& out) {
+  std::optional<double> cpu = f.cpu;
+  if (cpu && f.serving) cpu = std::max(*cpu, kInstanceUtilizationFloor);
+  build_endpoint_report_into(endpoint, s, meta, out, cpu, &f);
 }
 
 orca::Report build_endpoint_report(const EndpointConfig& endpoint, const EndpointSignals* s, const ReportMeta& meta,

@@ -73,6 +73,8 @@ std::optional<double> node_cpu(const NodeValues& values);
 // (endpoint_composite) and the node's CPU utilization, when known.
 double endpoint_application_utilization(const EndpointSignals& signals, std::optional<double> node_cpu_utilization);
 
+struct InstanceFigures;
+
 // endpoint.<name>.orca. With signals: utilization[latency.slo_target,
 // latency.slo_max, concurrency (when max_concurrency is declared)],
 // rps_fractional, eps, cpu_utilization = the node's (when known),
@@ -82,9 +84,33 @@ double endpoint_application_utilization(const EndpointSignals& signals, std::opt
 // metadata and headroom.ebpf.unavailable = 1.
 void build_endpoint_report_into(const EndpointConfig& endpoint, const EndpointSignals* signals,
                                 const ReportMeta& meta, orca::Report& out,
-                                std::optional<double> node_cpu_utilization = std::nullopt);
+                                std::optional<double> node_cpu_utilization = std::nullopt,
+                                const InstanceFigures* instance = nullptr);
 orca::Report build_endpoint_report(const EndpointConfig& endpoint, const EndpointSignals* signals,
                                    const ReportMeta& meta, std::optional<double> node_cpu_utilization = std::nullopt);
+
+// What an instance's report (endpoint.<name>@<instance>.orca) carries
+// beside its endpoint signals: its own cgroup's figures (docs/endpoints.md,
+// "Instances").
+struct InstanceFigures {
+  uint32_t netns = 0;                     // headroom.instance.netns
+  std::optional<double> cpu;              // its cgroup's CPU utilization (demand over its capacity)
+  std::optional<double> memory;           // its cgroup's memory over its limit
+  bool cgroup_unavailable = false;        // cpu is the fallback figure (the node's), memory absent
+  bool serving = true;                    // false: gone (headroom.stopped, headroom.instance.gone)
+};
+
+// The least application_utilization and cpu_utilization an instance that
+// serves publishes: a weighted round robin client drops a backend whose
+// utilization is 0, and an idle one's CPU reads as noise near 0.
+inline constexpr double kInstanceUtilizationFloor = 0.01;
+
+// An instance's report: the endpoint report of its own signals, with
+// cpu_utilization = its cgroup's CPU (or the fallback) and never less than
+// the floor, mem_utilization = its cgroup's memory, application_utilization
+// = the largest of its shares and that CPU, and the instance's named metrics.
+void build_instance_report_into(const EndpointConfig& endpoint, const EndpointSignals* signals,
+                                const InstanceFigures& figures, const ReportMeta& meta, orca::Report& out);
 
 // Named metric keys of endpoint reports.
 inline constexpr std::string_view kEbpfUnavailableKey = orca::kMetricEbpfUnavailable;

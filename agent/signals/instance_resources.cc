@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "agent/signals/instance_resources.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "agent/signals/normalize.h"
+#include "probes/instance.h"
+
+namespace headroom::agent {
+
+namespace {
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{ENOENT, path + ": cannot be read (the process is gone)"};
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+void InstanceResources::follow(const ResourceRoots& roots, pid_t pid, uint32_t netns) {
+  if (pid == pid_ && probe_) return;
+  pid_ = pid;
+  probe_.reset();
+  prev_.reset();
+  cpu_.reset();
+  memory_.reset();
+  if (pid <= 0) {
+    why_ = "no server process known";
+    return;
+  }
+  const std::string proc = roots.proc_root + "/" + std::to_string(pid);
+  auto ns = probes::netns_of(roots.proc_root, pid);
+  if (!ns) {
+    why_ = ns.error().message;
+    return;
+  }
+  if (*ns != netns) {
+    why_ = "process " + std::to_string(pid) + " is now in network namespace " + std::to_string(*ns) +
+           ", not the instance's " + std::to_string(netns) + " (its pid was reused)";
+    return;
+  }
+  auto text = read_text(proc + "/cgroup");
+  if (!text) {
+    why_ = text.error().message;
+    return;
+  }
+  auto groups = probes::parse_proc_cgroup(*text);
+  if (!groups) {
+    why_ = proc + "/cgroup: " + groups.error().message;
+    return;
+  }
+  const probes::CgroupVersion version = probes::cgroup_version_of(roots.sys_root, roots.version);
+  const auto cpu = probes::controller_path(*groups, version, "cpu");
+  if (!cpu) {
+    why_ = proc + "/cgroup names no cpu controller's cgroup";
+    return;
+  }
+  probes::CgroupPaths paths;
+  paths.cpu = *cpu;
+  paths.memory = probes::controller_path(*groups, version, "memory").value_or(std::string());
+  auto probe = probes::CgroupProbe::open(roots.sys_root, paths, version);
+  if (!probe) {
+    why_ = probe.error().message;
+    return;
+  }
+  path_ = *cpu;
+  probe_ = std::make_unique<probes::CgroupProbe>(std::move(probe.value()));
+  why_.clear();
+}
+
+void InstanceResources::sample(const ResourceRoots& roots, int64_t now_ns) {
+  if (!probe_) return;
+  auto r = probe_->read();
+  if (!r) {
+    // A cgroup that disappears (its pod deleted) or a file that cannot be
+    // read: the instance says so until its server is followed again.
+    why_ = r.error().message;
+    probe_.reset();
+    prev_.reset();
+    cpu_.reset();
+    memory_.reset();
+    return;
+  }
+  const double capacity = cgroup_cpu_capacity(roots.host_ncpu, r->cpu.quota_cpus, r->cpu.cpuset_cpus);
+  if (prev_) cpu_ = cgroup_cpu_fraction(prev_->usage_usec, r->cpu.usage_usec, now_ns - prev_ns_, capacity);
+  prev_ = r->cpu;
+  prev_ns_ = now_ns;
+  memory_.reset();
+  if (r->memory) memory_ = cgroup_memory_fraction(*r->memory, roots.host_memory_bytes);
+}
+
+}  // namespace headroom::agent
