@@ -145,7 +145,13 @@ void InstanceTable::sample(const probes::EndpointSnapshot* prev, const probes::E
     i.serving = serving;
     i.gone_ns = serving ? 0 : (i.gone_ns != 0 ? i.gone_ns : now_ns);
     if (serving && l && l->pid > 0) i.resources.follow(roots_, l->pid, i.netns);
+    const bool was_read = i.resources.unavailable().empty();
     i.resources.sample(roots_, now_ns);
+    if (was_read && !i.resources.unavailable().empty())
+      spdlog::warn("endpoint \"{}\" instance \"{}\": its cgroup can no longer be read ({}); its report carries "
+                   "headroom.instance.cgroup_unavailable = 1 and the node's CPU until the server's cgroup is found "
+                   "again",
+                   endpoints_[i.endpoint].name, i.id, i.resources.unavailable());
     i.counted = false;
     if (prev != nullptr) {
       i.window.add(interval_between(a, prev->at_ns, b, cur.at_ns), b.inflight,

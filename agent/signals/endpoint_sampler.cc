@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "agent/signals/endpoint_sampler.h"
 
+#include "agent/signals/normalize.h"
 #include "headroom/orca/clock.h"
 #include "probes/host.h"
 
@@ -25,6 +26,7 @@ ResourceRoots resource_roots(const Config& config) {
   const long ncpu = ::sysconf(_SC_NPROCESSORS_ONLN);
   r.host_ncpu = ncpu > 0 ? static_cast<unsigned>(ncpu) : 1;
   if (auto m = probes::MemInfoProbe(config.proc_root).read(); m) r.host_memory_bytes = m->total_bytes;
+  r.alpha = ewma_alpha(config.interval.count(), config.smoothing.count());
   return r;
 }
 

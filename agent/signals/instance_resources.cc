@@ -86,7 +86,10 @@ void InstanceResources::sample(const ResourceRoots& roots, int64_t now_ns) {
     return;
   }
   const double capacity = cgroup_cpu_capacity(roots.host_ncpu, r->cpu.quota_cpus, r->cpu.cpuset_cpus);
-  if (prev_) cpu_ = cgroup_cpu_fraction(prev_->usage_usec, r->cpu.usage_usec, now_ns - prev_ns_, capacity);
+  if (prev_) {
+    const auto busy = cgroup_cpu_fraction(prev_->usage_usec, r->cpu.usage_usec, now_ns - prev_ns_, capacity);
+    if (busy) cpu_ = cpu_ ? *cpu_ + roots.alpha * (*busy - *cpu_) : *busy;
+  }
   prev_ = r->cpu;
   prev_ns_ = now_ns;
   memory_.reset();

@@ -22,6 +22,7 @@ struct ResourceRoots {
   probes::CgroupVersion version = probes::CgroupVersion::automatic;
   unsigned host_ncpu = 0;             // the host's CPUs (a cgroup without a quota may use them all)
   uint64_t host_memory_bytes = 0;     // MemTotal: what a cgroup without a memory limit is measured against
+  double alpha = 1;                   // the EWMA the node's signals get (agent.smoothing); 1: none
 };
 
 class InstanceResources {
@@ -31,8 +32,9 @@ class InstanceResources {
   // namespace (reused) leaves the cgroup unread, and says why.
   void follow(const ResourceRoots& roots, pid_t pid, uint32_t netns);
   // Reads the cgroup at now_ns: cpu() is the usage since the previous read
-  // over the cgroup's capacity (nullopt on the first read and while it
-  // cannot be read); memory() its memory over its limit.
+  // over the cgroup's capacity, smoothed as the node's cpu signal is
+  // (nullopt on the first read and while it cannot be read); memory() its
+  // memory over its limit.
   void sample(const ResourceRoots& roots, int64_t now_ns);
 
   std::optional<double> cpu() const { return cpu_; }
