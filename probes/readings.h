@@ -65,7 +65,10 @@ struct CgroupMemReading {
 
 struct CgroupReading {
   CgroupCpuReading cpu;
-  CgroupMemReading memory;
+  // nullopt when the cgroup has no memory controller (v1: no
+  // memory.usage_in_bytes in the memory hierarchy; v2: no memory.current);
+  // its CPU is read all the same.
+  std::optional<CgroupMemReading> memory;
   // cgroup v2 only; v1 has no per-cgroup pressure.
   std::optional<PressureReading> cpu_pressure, memory_pressure, io_pressure;
 };

@@ -131,14 +131,26 @@ class MemorySignal final : public SignalProbe {
 
   void sample(SampleContext& ctx) override {
     auto mem = meminfo_.read();
-    if (ctx.cgroup == nullptr)
+    const auto* cg = ctx.cgroup_reading;
+    if (ctx.cgroup == nullptr) {
       ctx.availability->mark(latch_, orca::kSignalMemory, mem ? nullptr : &mem.error());
-    else
+    } else if (cg != nullptr && !cg->memory) {
+      // The cgroup's CPU is read; only this signal is missing.
+      const Error e = logic_error("the cgroup " + ctx.cgroup->memory_directory() +
+                                  " has no memory controller (no " +
+                                  (ctx.cgroup->version() == probes::CgroupVersion::v2 ? "memory.current"
+                                                                                       : "memory.usage_in_bytes") +
+                                  ")");
+      ctx.availability->mark(latch_, orca::kSignalMemory, &e);
+    } else {
       ctx.availability->mark(latch_, orca::kSignalMemory, ctx.cgroup_error, /*quiet=*/true);
+    }
     std::optional<double> m;
-    if (const auto* cg = ctx.cgroup_reading) {
-      m = cgroup_memory_fraction(cg->memory, mem ? mem->total_bytes : 0);
-      ctx.raw(orca::kMetricMemoryUsedBytes, static_cast<double>(cg->memory.current_bytes));
+    if (cg != nullptr) {
+      if (cg->memory) {
+        m = cgroup_memory_fraction(*cg->memory, mem ? mem->total_bytes : 0);
+        ctx.raw(orca::kMetricMemoryUsedBytes, static_cast<double>(cg->memory->current_bytes));
+      }
     } else if (ctx.cgroup == nullptr && mem) {
       m = memory_fraction(*mem);
       ctx.raw(orca::kMetricMemoryUsedBytes,
