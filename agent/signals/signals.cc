@@ -2,6 +2,7 @@
 #include "agent/signals/signals.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "agent/config/config.h"
 #include "agent/signals/normalize.h"
@@ -142,8 +143,12 @@ class MemorySignal final : public SignalProbe {
                                                                                        : "memory.usage_in_bytes") +
                                   ")");
       ctx.availability->mark(latch_, orca::kSignalMemory, &e);
+      memory_missing_ = true;
     } else {
-      ctx.availability->mark(latch_, orca::kSignalMemory, ctx.cgroup_error, /*quiet=*/true);
+      // Logged when the memory controller comes back; a cgroup that failed as
+      // a whole has its one log line.
+      const bool was_missing = cg != nullptr && std::exchange(memory_missing_, false);
+      ctx.availability->mark(latch_, orca::kSignalMemory, ctx.cgroup_error, /*quiet=*/!was_missing);
     }
     std::optional<double> m;
     if (cg != nullptr) {
@@ -162,6 +167,7 @@ class MemorySignal final : public SignalProbe {
  private:
   probes::MemInfoProbe meminfo_;
   FailureLatch latch_;
+  bool memory_missing_ = false;  // the cgroup had no memory controller at the last sample
 };
 
 // cpu.pressure, memory.pressure, io.pressure: a cgroup v2 has its own pressure

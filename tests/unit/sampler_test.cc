@@ -167,6 +167,17 @@ TEST_F(SamplerTest, ACgroupWithoutMemoryControllerGivesItsCpuAndNamesTheMissingM
   EXPECT_FALSE((*s)->unavailable().contains("cpu"));
   (*s)->sample(2 * kSecond);
   EXPECT_EQ(log_lines_containing("memory unavailable"), 1);
+
+  // The memory controller enabled for it: the signal is back, and says so once.
+  const std::string cgroup = dir_ / "sys/fs/cgroup/system.slice/cpuonly.service";
+  std::ofstream(cgroup + "/memory.current") << "1073741824\n";
+  std::ofstream(cgroup + "/memory.max") << "4294967296\n";
+  auto back = (*s)->sample(3 * kSecond);
+  EXPECT_DOUBLE_EQ(back.signals.at("memory"), 0.25);
+  EXPECT_DOUBLE_EQ(back.raw.at("headroom.memory.used_bytes"), 1073741824.0);
+  EXPECT_FALSE((*s)->unavailable().contains("memory"));
+  (*s)->sample(4 * kSecond);
+  EXPECT_EQ(log_lines_containing("memory available again"), 1);
 }
 
 TEST_F(SamplerTest, AConfiguredCgroupThatDoesNotExistIsAnError) {
