@@ -30,10 +30,12 @@
 // root are grouped by the inode of their network namespace (/proc/PID/ns/net);
 // per namespace, /proc/<one of its pids>/net/tcp and net/tcp6 are read once
 // and the sockets in state LISTEN (st 0A) on the endpoints' local ports are
-// counted per port; the holder of each socket is the process of that namespace
-// with an fd whose link reads socket:[<the socket's inode>]. A process's fds are
-// read only until every socket of its namespace has a holder; processes that
-// cannot be read (gone, another user's without the capability) are skipped.
+// counted per port; a port's holder is the first process of that namespace
+// (lowest pid) with an fd whose link reads socket:[<inode of one of the port's
+// sockets>]. Fds are read only until every port of the namespace has a
+// holder; processes that cannot be read (gone, another user's without
+// CAP_SYS_PTRACE) are skipped. A namespace without a process (one only
+// bind-mounted, as `ip netns add` leaves it) has no server to find.
 #pragma once
 
 #include <sys/types.h>
