@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <initializer_list>
@@ -65,13 +66,12 @@ std::optional<std::string> first_dir(std::initializer_list<std::string> candidat
 
 Error with_path(const ProcFile& file, const Error& e) { return Error{e.code, file.path() + ": " + e.message}; }
 
-// A file the cgroup may lack: a disabled controller (cpu.max, memory.max),
-// the root cgroup (cpu.max), PSI off (ENOENT, or EOPNOTSUPP on older kernels).
+// The file parsed, or nullopt when reading it fails with one of `absent`.
 template <class T, class Parse>
-Result<std::optional<T>> parse_optional(ProcFile& file, Parse parse) {
+Result<std::optional<T>> parse_unless(ProcFile& file, Parse parse, std::initializer_list<int> absent) {
   auto text = file.read();
   if (!text) {
-    if (text.error().code == ENOENT || text.error().code == EOPNOTSUPP) return std::optional<T>();
+    if (std::find(absent.begin(), absent.end(), text.error().code) != absent.end()) return std::optional<T>();
     return text.error();
   }
   auto value = parse(*text);
@@ -79,12 +79,22 @@ Result<std::optional<T>> parse_optional(ProcFile& file, Parse parse) {
   return std::optional<T>(std::in_place, std::move(*value));
 }
 
-}  // namespace
-
-CgroupVersion cgroup_version_of(const std::string& sys_root, CgroupVersion version) {
-  if (version != CgroupVersion::automatic) return version;
-  return exists(sys_root + "/fs/cgroup/cgroup.controllers") ? CgroupVersion::v2 : CgroupVersion::v1;
+// A file the cgroup may lack: a disabled controller (cpu.max, memory.max),
+// the root cgroup (cpu.max), PSI off (ENOENT, or EOPNOTSUPP on older kernels).
+template <class T, class Parse>
+Result<std::optional<T>> parse_optional(ProcFile& file, Parse parse) {
+  return parse_unless<T>(file, parse, {ENOENT, EOPNOTSUPP});
 }
+
+// A controller's file: absent only when it does not exist (the controller is
+// not enabled for the cgroup); one that exists but cannot be read or parsed
+// is an error.
+template <class T, class Parse>
+Result<std::optional<T>> parse_if_exists(ProcFile& file, Parse parse) {
+  return parse_unless<T>(file, parse, {ENOENT});
+}
+
+}  // namespace
 
 Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const std::string& path, CgroupVersion version) {
   return open(sys_root, CgroupPaths{path, path}, version);
@@ -96,11 +106,17 @@ Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const CgroupP
   auto mem_rel = normalize_cgroup_path(paths.memory);
   if (!mem_rel) return mem_rel.error();
   const std::string root = sys_root + "/fs/cgroup";
-  version = cgroup_version_of(sys_root, version);
+  if (version == CgroupVersion::automatic) {
+    version = exists(root + "/cgroup.controllers") ? CgroupVersion::v2 : CgroupVersion::v1;
+  }
 
   CgroupProbe probe;
   probe.version_ = version;
   if (version == CgroupVersion::v2) {
+    if (*mem_rel != *rel) {
+      return logic_error("cgroup v2 has one hierarchy, but the cpu path \"/" + *rel + "\" and the memory path \"/" +
+                         *mem_rel + "\" differ; give the one path of the process's \"0::\" line in /proc/<pid>/cgroup");
+    }
     const std::string dir = join(root, *rel);
     if (dir_error(dir) != 0) return not_found(*rel, "v2", {dir});
     // cpu.stat is in every v2 cgroup whatever the controllers: without it this
@@ -110,6 +126,7 @@ Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const CgroupP
                                kHowToFix};
     }
     probe.directory_ = dir;
+    probe.memory_directory_ = dir;
     for (const char* name : {"cpu.stat", "cpu.max", "cpuset.cpus.effective", "memory.current", "memory.max",
                              "cpu.pressure", "memory.pressure", "io.pressure"}) {
       probe.files_.emplace_back(dir + "/" + name);
@@ -128,12 +145,10 @@ Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const CgroupP
   // (read() reports none), so default to a path that simply will not exist.
   const std::string cpu_a = join(root + "/cpu", *rel);
   const std::string cpu = first_dir({cpu_a, join(root + "/cpu,cpuacct", *rel)}).value_or(cpu_a);
-  const std::string cpuset = join(root + "/cpuset", *rel);
-  // No memory path: a file that will not exist, so memory reads as absent.
-  const std::string memory = paths.memory.empty() && !paths.cpu.empty() ? root + "/memory/.none"
-                                                                          : join(root + "/memory", *mem_rel);
+  const std::string cpuset = join(root + "/cpuset", *rel), memory = join(root + "/memory", *mem_rel);
 
   probe.directory_ = *cpuacct;
+  probe.memory_directory_ = memory;
   probe.files_.emplace_back(*cpuacct + "/cpuacct.usage");
   probe.files_.emplace_back(cpu + "/cpu.cfs_quota_us");
   probe.files_.emplace_back(cpu + "/cpu.cfs_period_us");
@@ -144,42 +159,44 @@ Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const CgroupP
   return probe;
 }
 
-Result<CgroupReading> CgroupProbe::read() {
+Result<CgroupReading> CgroupProbe::read() { return version_ == CgroupVersion::v2 ? read_v2() : read_v1(); }
+
+Result<CgroupReading> CgroupProbe::read_v2() {
   CgroupReading r;
-  if (version_ == CgroupVersion::v2) {
-    auto stat = read_parsed(files_[v2::cpu_stat], parse_cgroup2_cpu_stat);
-    if (!stat) return stat.error();
-    r.cpu.usage_usec = stat->usage_usec;
-    r.cpu.throttled_usec = stat->throttled_usec;
-    r.cpu.nr_throttled = stat->nr_throttled;
+  auto stat = read_parsed(files_[v2::cpu_stat], parse_cgroup2_cpu_stat);
+  if (!stat) return stat.error();
+  r.cpu.usage_usec = stat->usage_usec;
+  r.cpu.throttled_usec = stat->throttled_usec;
+  r.cpu.nr_throttled = stat->nr_throttled;
 
-    auto max = parse_optional<std::optional<double>>(files_[v2::cpu_max], parse_cgroup2_cpu_max);
-    if (!max) return max.error();
-    if (*max) r.cpu.quota_cpus = **max;
+  auto max = parse_optional<std::optional<double>>(files_[v2::cpu_max], parse_cgroup2_cpu_max);
+  if (!max) return max.error();
+  if (*max) r.cpu.quota_cpus = **max;
 
-    auto cpus = parse_optional<unsigned>(files_[v2::cpuset], parse_cpu_list_count);
-    if (!cpus) return cpus.error();
-    r.cpu.cpuset_cpus = cpus->value_or(0);
+  auto cpus = parse_optional<unsigned>(files_[v2::cpuset], parse_cpu_list_count);
+  if (!cpus) return cpus.error();
+  r.cpu.cpuset_cpus = cpus->value_or(0);
 
-    // memory.current is absent where the memory controller is not enabled.
-    auto current = parse_optional<uint64_t>(files_[v2::mem_current], parse_u64);
-    if (!current) return current.error();
-    if (*current) {
-      r.memory.emplace().current_bytes = **current;
-      auto limit = parse_optional<std::optional<uint64_t>>(files_[v2::mem_max], parse_cgroup2_memory_max);
-      if (!limit) return limit.error();
-      if (*limit) r.memory->limit_bytes = **limit;
-    }
-
-    std::optional<PressureReading>* const pressures[] = {&r.cpu_pressure, &r.memory_pressure, &r.io_pressure};
-    for (size_t i = 0; i < std::size(pressures); ++i) {
-      auto p = parse_optional<PressureReading>(files_[v2::cpu_pressure + i], parse_pressure);
-      if (!p) return p.error();
-      *pressures[i] = std::move(*p);
-    }
-    return r;
+  auto current = parse_if_exists<uint64_t>(files_[v2::mem_current], parse_u64);
+  if (!current) return current.error();
+  if (*current) {
+    r.memory.emplace().current_bytes = **current;
+    auto limit = parse_optional<std::optional<uint64_t>>(files_[v2::mem_max], parse_cgroup2_memory_max);
+    if (!limit) return limit.error();
+    if (*limit) r.memory->limit_bytes = **limit;
   }
 
+  std::optional<PressureReading>* const pressures[] = {&r.cpu_pressure, &r.memory_pressure, &r.io_pressure};
+  for (size_t i = 0; i < std::size(pressures); ++i) {
+    auto p = parse_optional<PressureReading>(files_[v2::cpu_pressure + i], parse_pressure);
+    if (!p) return p.error();
+    *pressures[i] = std::move(*p);
+  }
+  return r;
+}
+
+Result<CgroupReading> CgroupProbe::read_v1() {
+  CgroupReading r;
   auto usage = read_parsed(files_[v1::usage], parse_u64);
   if (!usage) return usage.error();
   r.cpu.usage_usec = *usage / 1000;  // cpuacct.usage is in ns
@@ -206,14 +223,15 @@ Result<CgroupReading> CgroupProbe::read() {
   if (!cpus) return cpus.error();
   r.cpu.cpuset_cpus = cpus->value_or(0);
 
-  // No memory hierarchy, or the group is not in it: memory absent, the CPU read.
-  auto current = parse_optional<uint64_t>(files_[v1::mem_usage], parse_u64);
+  auto current = parse_if_exists<uint64_t>(files_[v1::mem_usage], parse_u64);
   if (!current) return current.error();
-  if (!*current) return r;
-  r.memory.emplace().current_bytes = **current;
-  auto limit = read_parsed(files_[v1::mem_limit], parse_u64);
-  if (!limit) return limit.error();
-  if (*limit < kV1Unlimited) r.memory->limit_bytes = *limit;
+  if (*current) {
+    // Where memory.usage_in_bytes is, memory.limit_in_bytes is too.
+    auto limit = read_parsed(files_[v1::mem_limit], parse_u64);
+    if (!limit) return limit.error();
+    r.memory.emplace().current_bytes = **current;
+    if (*limit < kV1Unlimited) r.memory->limit_bytes = *limit;
+  }
   return r;
 }
 

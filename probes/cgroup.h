@@ -8,6 +8,8 @@
 //   <sys_root>/fs/cgroup/{cpu|cpu,cpuacct}/<path>/{cpu.cfs_quota_us, cpu.cfs_period_us, cpu.stat},
 //   <sys_root>/fs/cgroup/cpuset/<path>/cpuset.effective_cpus (optional),
 //   <sys_root>/fs/cgroup/memory/<path>/{memory.usage_in_bytes, memory.limit_in_bytes}
+// The memory files are optional: a cgroup without the memory controller still
+// gives its CPU (CgroupReading::memory is then absent).
 #pragma once
 
 #include <memory>
@@ -29,17 +31,14 @@ enum class CgroupVersion { automatic = 0, v1 = 1, v2 = 2 };
 // both use this, so what is validated is what is opened.
 Result<std::string> normalize_cgroup_path(std::string_view path);
 
-// Where a cgroup's controllers are, relative to the cgroup root. v1 mounts
-// each hierarchy apart, and a process may sit at different paths in them
-// (/proc/PID/cgroup has one line per hierarchy); v2 has one path for all.
+// Where a process's cgroup sits for each controller. Under v2 both are the
+// one unified path; under v1 each hierarchy has its own (a process can be in
+// /system.slice/x.service for cpu and in / for memory). The cpuset hierarchy
+// is looked up at the cpu path.
 struct CgroupPaths {
-  std::string cpu;     // cpu and cpuacct (v2: the cgroup)
-  std::string memory;  // v1: the memory hierarchy's path; "" when it has none (memory is then not read)
+  std::string cpu;
+  std::string memory;
 };
-
-// v2 when <sys_root>/fs/cgroup/cgroup.controllers exists, v1 otherwise;
-// a version asked for stays.
-CgroupVersion cgroup_version_of(const std::string& sys_root, CgroupVersion version);
 
 class CgroupProbe {
  public:
@@ -49,8 +48,9 @@ class CgroupProbe {
   // message naming the directories looked at when the cgroup does not exist.
   static Result<CgroupProbe> open(const std::string& sys_root, const std::string& path,
                                   CgroupVersion version = CgroupVersion::automatic);
-  // The same, with v1's controllers at their own paths (an endpoint
-  // instance's server, from its /proc/PID/cgroup).
+  // The same with a path per controller (probes/instance.h's controller_path
+  // gives them from /proc/PID/cgroup). Under v2 the two paths must name the
+  // same cgroup: v2 has one hierarchy.
   static Result<CgroupProbe> open(const std::string& sys_root, const CgroupPaths& paths,
                                   CgroupVersion version = CgroupVersion::automatic);
 
@@ -58,11 +58,17 @@ class CgroupProbe {
   CgroupVersion version() const { return version_; }
   // The cgroup directory (v2) or the cpuacct directory (v1), for messages.
   const std::string& directory() const { return directory_; }
+  // The directory the memory files are read from (the same as directory()
+  // under v2), for messages about them.
+  const std::string& memory_directory() const { return memory_directory_; }
 
  private:
   CgroupProbe() = default;
+  Result<CgroupReading> read_v2();
+  Result<CgroupReading> read_v1();
   CgroupVersion version_ = CgroupVersion::v2;
   std::string directory_;
+  std::string memory_directory_;
   // v2: cpu.stat, cpu.max, cpuset.cpus.effective, memory.current, memory.max,
   //     cpu.pressure, memory.pressure, io.pressure
   // v1: cpuacct.usage, cpu.cfs_quota_us, cpu.cfs_period_us, cpu.stat,

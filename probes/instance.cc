@@ -2,206 +2,308 @@
 #include "probes/instance.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <charconv>
 #include <utility>
 
-#include "headroom/orca/text.h"
+#include "probes/proc_file.h"
 
 namespace headroom::probes {
-
-Result<ProcCgroups> parse_proc_cgroup(std::string_view text) {
-  ProcCgroups out;
-  std::size_t line_no = 0;
-  while (!text.empty()) {
-    const auto nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    ++line_no;
-    if (trim(line).empty()) continue;
-    const auto a = line.find(':');
-    const auto b = a == std::string_view::npos ? a : line.find(':', a + 1);
-    if (b == std::string_view::npos)
-      return Error{EINVAL, "line " + std::to_string(line_no) + ": \"" + std::string(line) +
-                               "\" is not ID:CONTROLLERS:PATH"};
-    const std::string_view id = line.substr(0, a);
-    std::string_view controllers = line.substr(a + 1, b - a - 1);
-    const std::string path(line.substr(b + 1));
-    if (path.empty() || path.front() != '/')
-      return Error{EINVAL, "line " + std::to_string(line_no) + ": the path \"" + path + "\" is not absolute"};
-    if (id == "0" && controllers.empty()) {
-      out.unified = path;
-      continue;
-    }
-    while (!controllers.empty()) {
-      const auto comma = controllers.find(',');
-      out.v1[std::string(controllers.substr(0, comma))] = path;
-      controllers = comma == std::string_view::npos ? std::string_view() : controllers.substr(comma + 1);
-    }
-  }
-  return out;
-}
-
-std::optional<std::string> controller_path(const ProcCgroups& groups, CgroupVersion version,
-                                           std::string_view controller) {
-  if (version == CgroupVersion::v2) return groups.unified;
-  const auto find = [&](const char* name) -> std::optional<std::string> {
-    auto it = groups.v1.find(name);
-    if (it == groups.v1.end()) return std::nullopt;
-    return it->second;
-  };
-  if (controller == "cpu") {
-    if (auto p = find("cpuacct")) return p;
-    return find("cpu");
-  }
-  return find(std::string(controller).c_str());
-}
-
 namespace {
 
-bool is_hex_or_dash(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == '-' || c == '_'; }
+// Splits `text` at '\n', calling line(number, text) for each line until it
+// returns an error.
+template <class Fn>
+Result<void> for_each_line(std::string_view text, Fn line) {
+  int number = 0;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view l = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    ++number;
+    if (auto r = line(number, l); !r) return r;
+  }
+  return {};
+}
 
-// The UID after "pod" in one path segment: "pod<uid>" (cgroupfs) or
-// "kubepods-<class>-pod<uid>.slice" (systemd, '_' for '-').
-std::optional<std::string> pod_uid(std::string_view segment) {
-  auto at = segment.rfind("pod");
-  if (at == std::string_view::npos) return std::nullopt;
-  if (at != 0 && segment[at - 1] != '-') return std::nullopt;
-  std::string_view uid = segment.substr(at + 3);
-  if (uid.ends_with(".slice")) uid.remove_suffix(6);
-  if (uid.size() < 8) return std::nullopt;
-  std::string out;
-  for (const char c : uid) {
-    if (!is_hex_or_dash(c)) return std::nullopt;
-    out += c == '_' ? '-' : c;
+Error line_error(int number, std::string_view line, std::string_view why) {
+  return logic_error("line " + std::to_string(number) + " \"" + std::string(line) + "\": " + std::string(why));
+}
+
+template <class T>
+bool parse_number(std::string_view s, T& out, int base = 10) {
+  if (s.empty()) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out, base);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+// The whitespace-separated fields of a line.
+std::vector<std::string_view> fields(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    const size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
   }
   return out;
 }
 
-std::string file_safe(std::string_view s) {
-  std::string out;
-  for (const char c : s.substr(0, 100)) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
-    out += ok ? c : '_';
+// The components of a cgroup path, empty ones left out.
+std::vector<std::string_view> components(std::string_view path) {
+  std::vector<std::string_view> out;
+  while (!path.empty()) {
+    const size_t slash = path.find('/');
+    const std::string_view part = path.substr(0, slash);
+    path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
+    if (!part.empty()) out.push_back(part);
   }
-  if (out == "." || out == "..") out = "_";
   return out;
+}
+
+bool is_pod_uid(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '-';
+  });
+}
+
+// The pod UID a Kubernetes cgroup path shows (instance.h, rule 1).
+std::optional<std::string> pod_uid(std::string_view path) {
+  constexpr std::string_view kSlice = ".slice";
+  bool below_kubepods = false;
+  for (std::string_view c : components(path)) {
+    if (c.starts_with("kubepods")) {
+      // systemd driver: kubepods[-<qos>]-pod<uid with '_' for '-'>.slice
+      if (c.ends_with(kSlice)) {
+        const std::string_view body = c.substr(0, c.size() - kSlice.size());
+        if (const size_t at = body.rfind("-pod"); at != std::string_view::npos) {
+          std::string uid(body.substr(at + 4));
+          std::replace(uid.begin(), uid.end(), '_', '-');
+          if (is_pod_uid(uid)) return uid;
+        }
+      }
+      below_kubepods = true;
+      continue;
+    }
+    // cgroupfs driver: /kubepods[/<qos>]/pod<uid>/<container>
+    if (below_kubepods && c.starts_with("pod") && is_pod_uid(c.substr(3))) return std::string(c.substr(3));
+  }
+  return std::nullopt;
+}
+
+std::string sanitized(std::string_view id) {
+  std::string out(id);
+  for (char& c : out) {
+    const bool allowed = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+                         c == '_' || c == '-';
+    if (!allowed) c = '_';
+  }
+  return out;
+}
+
+// "<prefix>[<number>]" -> number: the link text of ns/net and of a socket fd.
+template <class T>
+std::optional<T> bracketed(std::string_view link, std::string_view prefix) {
+  if (!link.starts_with(prefix) || !link.ends_with(']')) return std::nullopt;
+  T value{};
+  if (!parse_number(link.substr(prefix.size(), link.size() - prefix.size() - 1), value)) return std::nullopt;
+  return value;
+}
+
+// The numeric entries of the proc root, ascending.
+std::vector<pid_t> list_pids(const std::string& proc_root) {
+  std::vector<pid_t> pids;
+  DIR* dir = ::opendir(proc_root.c_str());
+  if (dir == nullptr) return pids;
+  while (const dirent* e = ::readdir(dir)) {
+    pid_t pid = 0;
+    if (parse_number(std::string_view(e->d_name), pid) && pid > 0) pids.push_back(pid);
+  }
+  ::closedir(dir);
+  std::sort(pids.begin(), pids.end());
+  return pids;
+}
+
+// The LISTEN sockets of one namespace, read through the first of its
+// processes whose net/tcp can be read; nullopt when none could.
+std::optional<std::vector<ListeningSocket>> namespace_listeners(const std::string& proc_root,
+                                                                const std::vector<pid_t>& pids,
+                                                                const std::set<uint16_t>& ports) {
+  for (pid_t pid : pids) {
+    const std::string net = proc_root + "/" + std::to_string(pid) + "/net/";
+    ProcFile tcp(net + "tcp");
+    auto text = tcp.read();
+    if (!text) continue;  // gone meanwhile: the next process of the namespace
+    auto sockets = parse_tcp_listeners(*text, ports);
+    if (!sockets) continue;
+    ProcFile tcp6(net + "tcp6");  // absent when IPv6 is off
+    if (auto text6 = tcp6.read()) {
+      if (auto more = parse_tcp_listeners(*text6, ports)) sockets->insert(sockets->end(), more->begin(), more->end());
+    }
+    return std::move(*sockets);
+  }
+  return std::nullopt;
+}
+
+// Gives each port of `servers` a pid holding one of its sockets (`wanted`:
+// socket inode -> port), reading the fds of `pids` until every port has one.
+void find_holders(const std::string& proc_root, const std::vector<pid_t>& pids, std::map<uint64_t, uint16_t> wanted,
+                  std::map<uint16_t, ListeningServer>& servers) {
+  std::array<char, 64> link{};
+  for (pid_t pid : pids) {
+    if (wanted.empty()) return;
+    const std::string fd_dir = proc_root + "/" + std::to_string(pid) + "/fd";
+    DIR* dir = ::opendir(fd_dir.c_str());
+    if (dir == nullptr) continue;  // gone, or another user's
+    while (!wanted.empty()) {
+      const dirent* e = ::readdir(dir);
+      if (e == nullptr) break;
+      if (e->d_name[0] == '.') continue;
+      const ssize_t n = ::readlinkat(::dirfd(dir), e->d_name, link.data(), link.size());
+      if (n <= 0) continue;
+      const auto inode = bracketed<uint64_t>(std::string_view(link.data(), static_cast<size_t>(n)), "socket:[");
+      if (!inode) continue;
+      const auto it = wanted.find(*inode);
+      if (it == wanted.end()) continue;
+      const uint16_t port = it->second;
+      servers[port].pid = pid;
+      // One holder per port is all a ListeningServer keeps.
+      std::erase_if(wanted, [port](const auto& entry) { return entry.second == port; });
+    }
+    ::closedir(dir);
+  }
 }
 
 }  // namespace
 
-std::string instance_id(std::string_view cgroup_path, uint32_t netns, bool host_netns) {
-  std::string_view rest = cgroup_path;
-  std::string_view leaf;
-  while (!rest.empty()) {
-    const auto slash = rest.find('/');
-    const std::string_view segment = rest.substr(0, slash);
-    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-    if (segment.empty()) continue;
-    if (auto uid = pod_uid(segment)) return file_safe(*uid);
-    leaf = segment;
+Result<ProcCgroups> parse_proc_cgroup(std::string_view text) {
+  ProcCgroups out;
+  auto parsed = for_each_line(text, [&out](int number, std::string_view line) -> Result<void> {
+    if (line.empty()) return {};
+    const size_t c1 = line.find(':');
+    const size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
+    if (c2 == std::string_view::npos)
+      return line_error(number, line, "expected \"<hierarchy id>:<controllers>:<path>\"");
+    unsigned id = 0;
+    if (!parse_number(line.substr(0, c1), id))
+      return line_error(number, line, "the hierarchy id \"" + std::string(line.substr(0, c1)) + "\" is not a number");
+    const std::string_view list = line.substr(c1 + 1, c2 - c1 - 1);
+    std::string_view path = line.substr(c2 + 1);
+    constexpr std::string_view kDeleted = " (deleted)";
+    if (path.ends_with(kDeleted)) path.remove_suffix(kDeleted.size());
+    if (!path.starts_with('/')) return line_error(number, line, "the cgroup path does not start with '/'");
+
+    if (id == 0) {
+      if (!list.empty()) return line_error(number, line, "hierarchy 0 (cgroup v2) lists controllers");
+      if (out.unified) return line_error(number, line, "a second cgroup v2 (\"0::\") line");
+      out.unified = std::string(path);
+      return {};
+    }
+    // A v1 hierarchy: every controller in the list (or its name=) at `path`.
+    std::string_view rest = list;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string_view name = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      if (name.empty()) return line_error(number, line, "an empty controller name");
+      if (!out.controllers.emplace(std::string(name), std::string(path)).second)
+        return line_error(number, line, "controller \"" + std::string(name) + "\" appears twice");
+    }
+    return {};
+  });
+  if (!parsed) return parsed.error();
+  return out;
+}
+
+std::optional<std::string> controller_path(const ProcCgroups& cgroups, CgroupVersion version,
+                                           std::string_view controller) {
+  auto v1 = [&]() -> std::optional<std::string> {
+    // The CPU usage is in cpuacct; the quota in cpu, usually the same hierarchy.
+    for (std::string_view name : controller == "cpu" ? std::vector<std::string_view>{"cpuacct", "cpu"}
+                                                     : std::vector<std::string_view>{controller}) {
+      if (auto it = cgroups.controllers.find(name); it != cgroups.controllers.end()) return it->second;
+    }
+    return std::nullopt;
+  };
+  switch (version) {
+    case CgroupVersion::v2:
+      return cgroups.unified;
+    case CgroupVersion::v1:
+      return v1();
+    case CgroupVersion::automatic:
+      if (auto path = v1()) return path;
+      return cgroups.unified;
   }
+  return std::nullopt;
+}
+
+std::string instance_id(std::string_view cgroup_path, uint32_t netns, bool host_netns) {
+  if (auto uid = pod_uid(cgroup_path)) return sanitized(*uid);
   if (host_netns) return "host";
-  if (!leaf.empty()) return file_safe(leaf);
+  const auto parts = components(cgroup_path);
+  if (!parts.empty() && parts.back() != "." && parts.back() != "..") return sanitized(parts.back());
   return "netns-" + std::to_string(netns);
 }
 
 Result<uint32_t> netns_of(const std::string& proc_root, pid_t pid) {
-  const std::string link = proc_root + "/" + std::to_string(pid) + "/ns/net";
-  char target[64];
-  const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
-  if (n < 0) return Error{errno, link + ": " + std::strerror(errno)};
-  target[n] = '\0';
-  const std::string_view t(target, static_cast<std::size_t>(n));
-  if (!t.starts_with("net:[") || !t.ends_with("]"))
-    return Error{EINVAL, link + " points to \"" + std::string(t) + "\", not net:[inode]"};
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(target + 5, &end, 10);
-  if (end != target + n - 1 || v == 0 || v > UINT32_MAX)
-    return Error{EINVAL, link + " points to \"" + std::string(t) + "\", not net:[inode]"};
-  return static_cast<uint32_t>(v);
+  const std::string path = proc_root + "/" + std::to_string(pid) + "/ns/net";
+  std::array<char, 64> link{};
+  const ssize_t n = ::readlink(path.c_str(), link.data(), link.size());
+  if (n < 0) return system_error(errno, "readlink " + path);
+  const std::string_view text(link.data(), static_cast<size_t>(n));
+  if (auto inode = bracketed<uint32_t>(text, "net:[")) return *inode;
+  return logic_error(path + ": the link reads \"" + std::string(text) +
+                     "\", not \"net:[<inode>]\" (is this the proc root of a Linux procfs?)");
 }
 
-namespace {
-
-// The LISTEN sockets (st 0A) on `ports` in one namespace's /proc/PID/net/tcp{,6}: inode -> port.
-std::map<std::string, uint16_t> listening_inodes(const std::string& net_dir, const std::set<uint16_t>& ports) {
-  std::map<std::string, uint16_t> out;
-  for (const char* file : {"/tcp", "/tcp6"}) {
-    std::ifstream in(net_dir + file);
-    std::string line;
-    std::getline(in, line);  // header
-    while (std::getline(in, line)) {
-      std::istringstream f(line);
-      std::string sl, local, remote, st, queues, timer, retr, uid, timeout, inode;
-      if (!(f >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >> inode)) continue;
-      if (st != "0A" || inode == "0") continue;
-      const auto colon = local.rfind(':');
-      if (colon == std::string::npos) continue;
-      const auto port = std::strtoul(local.c_str() + colon + 1, nullptr, 16);
-      if (port <= UINT16_MAX && ports.count(static_cast<uint16_t>(port)))
-        out["socket:[" + inode + "]"] = static_cast<uint16_t>(port);
-    }
-  }
+Result<std::vector<ListeningSocket>> parse_tcp_listeners(std::string_view text, const std::set<uint16_t>& ports) {
+  constexpr std::string_view kListen = "0A";
+  std::vector<ListeningSocket> out;
+  auto parsed = for_each_line(text, [&](int number, std::string_view line) -> Result<void> {
+    const auto f = fields(line);
+    if (f.empty() || f[0] == "sl") return {};  // the header
+    // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+    if (f.size() < 10) return line_error(number, line, "fewer than 10 fields");
+    const size_t colon = f[1].rfind(':');
+    uint16_t port = 0;
+    if (colon == std::string_view::npos || !parse_number(f[1].substr(colon + 1), port, 16))
+      return line_error(number, line, "the local address is not \"<hex address>:<hex port>\"");
+    if (f[3] != kListen || !ports.contains(port)) return {};
+    uint64_t inode = 0;
+    if (!parse_number(f[9], inode)) return line_error(number, line, "the inode is not a number");
+    out.push_back({port, inode});
+    return {};
+  });
+  if (!parsed) return parsed.error();
   return out;
 }
-
-// The first of pids holding each socket of `inodes`: port -> pid.
-std::map<uint16_t, pid_t> holders(const std::string& proc_root, const std::vector<pid_t>& pids,
-                                  std::map<std::string, uint16_t> inodes) {
-  std::map<uint16_t, pid_t> out;
-  for (const pid_t pid : pids) {
-    if (inodes.empty()) break;
-    const std::string fd_dir = proc_root + "/" + std::to_string(pid) + "/fd";
-    DIR* fds = ::opendir(fd_dir.c_str());
-    if (!fds) continue;
-    while (const dirent* f = ::readdir(fds)) {
-      char target[64];
-      const std::string link = fd_dir + "/" + f->d_name;
-      const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
-      if (n <= 0) continue;
-      target[n] = '\0';
-      auto it = inodes.find(target);
-      if (it == inodes.end()) continue;
-      out.try_emplace(it->second, pid);
-      inodes.erase(it);
-    }
-    ::closedir(fds);
-  }
-  return out;
-}
-
-}  // namespace
 
 std::vector<ListeningServer> scan_listeners(const std::string& proc_root, const std::set<uint16_t>& ports) {
-  std::vector<ListeningServer> out;
-  if (ports.empty()) return out;
   std::map<uint32_t, std::vector<pid_t>> by_netns;
-  DIR* proc = ::opendir(proc_root.c_str());
-  if (!proc) return out;
-  while (const dirent* d = ::readdir(proc)) {
-    char* end = nullptr;
-    const unsigned long pid = std::strtoul(d->d_name, &end, 10);
-    if (end == d->d_name || *end != '\0') continue;
-    if (auto ns = netns_of(proc_root, static_cast<pid_t>(pid)); ns) by_netns[*ns].push_back(static_cast<pid_t>(pid));
+  for (pid_t pid : list_pids(proc_root)) {
+    if (auto ns = netns_of(proc_root, pid)) by_netns[*ns].push_back(pid);
   }
-  ::closedir(proc);
+  std::vector<ListeningServer> out;
   for (const auto& [netns, pids] : by_netns) {
-    auto inodes = listening_inodes(proc_root + "/" + std::to_string(pids.front()) + "/net", ports);
-    if (inodes.empty()) continue;
-    std::map<uint16_t, int32_t> count;
-    for (const auto& [inode, port] : inodes) ++count[port];
-    const auto pid_of = holders(proc_root, pids, std::move(inodes));
-    for (const auto& [port, n] : count) {
-      auto it = pid_of.find(port);
-      out.push_back({netns, port, it != pid_of.end() ? it->second : 0, n});
+    const auto sockets = namespace_listeners(proc_root, pids, ports);
+    if (!sockets || sockets->empty()) continue;
+    std::map<uint16_t, ListeningServer> servers;
+    std::map<uint64_t, uint16_t> wanted;
+    for (const ListeningSocket& s : *sockets) {
+      ListeningServer& server = servers[s.port];
+      server.netns = netns;
+      server.port = s.port;
+      ++server.listeners;
+      wanted.emplace(s.inode, s.port);
     }
+    find_holders(proc_root, pids, std::move(wanted), servers);
+    for (const auto& [port, server] : servers) out.push_back(server);
   }
   return out;
 }

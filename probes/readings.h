@@ -65,8 +65,9 @@ struct CgroupMemReading {
 
 struct CgroupReading {
   CgroupCpuReading cpu;
-  // nullopt: the cgroup has no memory controller (v1: no memory hierarchy
-  // or no such group in it; v2: memory not enabled for it).
+  // nullopt when the cgroup has no memory controller (v1: no
+  // memory.usage_in_bytes in the memory hierarchy; v2: no memory.current);
+  // its CPU is read all the same.
   std::optional<CgroupMemReading> memory;
   // cgroup v2 only; v1 has no per-cgroup pressure.
   std::optional<PressureReading> cpu_pressure, memory_pressure, io_pressure;

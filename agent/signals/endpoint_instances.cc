@@ -38,7 +38,7 @@ std::string name_instance(const ResourceRoots& roots, pid_t pid, uint32_t netns,
     std::ostringstream text;
     text << in.rdbuf();
     if (auto groups = probes::parse_proc_cgroup(text.str()); groups) {
-      const auto version = probes::cgroup_version_of(roots.sys_root, roots.version);
+      const auto version = roots.version;
       path = probes::controller_path(*groups, version, "cpu").value_or(std::string());
     }
   }

@@ -53,7 +53,7 @@ void InstanceResources::follow(const ResourceRoots& roots, pid_t pid, uint32_t n
     why_ = proc + "/cgroup: " + groups.error().message;
     return;
   }
-  const probes::CgroupVersion version = probes::cgroup_version_of(roots.sys_root, roots.version);
+  const probes::CgroupVersion version = roots.version;
   const auto cpu = probes::controller_path(*groups, version, "cpu");
   if (!cpu) {
     why_ = proc + "/cgroup names no cpu controller's cgroup";

@@ -2,7 +2,7 @@
 #include "agent/signals/signals.h"
 
 #include <algorithm>
-#include <cerrno>
+#include <utility>
 
 #include "agent/config/config.h"
 #include "agent/signals/normalize.h"
@@ -132,20 +132,30 @@ class MemorySignal final : public SignalProbe {
 
   void sample(SampleContext& ctx) override {
     auto mem = meminfo_.read();
-    if (ctx.cgroup == nullptr)
-      ctx.availability->mark(latch_, orca::kSignalMemory, mem ? nullptr : &mem.error());
-    else
-      ctx.availability->mark(latch_, orca::kSignalMemory, ctx.cgroup_error, /*quiet=*/true);
-    std::optional<double> m;
     const auto* cg = ctx.cgroup_reading;
-    if (cg != nullptr && !cg->memory) {
-      // A cgroup without a memory controller: its CPU is read, its memory is not.
-      const Error none{ENOENT, "the cgroup has no memory controller (v1: no memory hierarchy holds it; v2: memory "
-                               "is not in its parent's cgroup.subtree_control)"};
-      ctx.availability->mark(latch_, orca::kSignalMemory, &none);
-    } else if (cg != nullptr) {
-      m = cgroup_memory_fraction(*cg->memory, mem ? mem->total_bytes : 0);
-      ctx.raw(orca::kMetricMemoryUsedBytes, static_cast<double>(cg->memory->current_bytes));
+    if (ctx.cgroup == nullptr) {
+      ctx.availability->mark(latch_, orca::kSignalMemory, mem ? nullptr : &mem.error());
+    } else if (cg != nullptr && !cg->memory) {
+      // The cgroup's CPU is read; only this signal is missing.
+      const Error e = logic_error("the cgroup " + ctx.cgroup->memory_directory() +
+                                  " has no memory controller (no " +
+                                  (ctx.cgroup->version() == probes::CgroupVersion::v2 ? "memory.current"
+                                                                                       : "memory.usage_in_bytes") +
+                                  ")");
+      ctx.availability->mark(latch_, orca::kSignalMemory, &e);
+      memory_missing_ = true;
+    } else {
+      // Logged when the memory controller comes back; a cgroup that failed as
+      // a whole has its one log line.
+      const bool was_missing = cg != nullptr && std::exchange(memory_missing_, false);
+      ctx.availability->mark(latch_, orca::kSignalMemory, ctx.cgroup_error, /*quiet=*/!was_missing);
+    }
+    std::optional<double> m;
+    if (cg != nullptr) {
+      if (cg->memory) {
+        m = cgroup_memory_fraction(*cg->memory, mem ? mem->total_bytes : 0);
+        ctx.raw(orca::kMetricMemoryUsedBytes, static_cast<double>(cg->memory->current_bytes));
+      }
     } else if (ctx.cgroup == nullptr && mem) {
       m = memory_fraction(*mem);
       ctx.raw(orca::kMetricMemoryUsedBytes,
@@ -157,6 +167,7 @@ class MemorySignal final : public SignalProbe {
  private:
   probes::MemInfoProbe meminfo_;
   FailureLatch latch_;
+  bool memory_missing_ = false;  // the cgroup had no memory controller at the last sample
 };
 
 // cpu.pressure, memory.pressure, io.pressure: a cgroup v2 has its own pressure

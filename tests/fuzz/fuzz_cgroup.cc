@@ -6,13 +6,16 @@
 // quota is a finite number of CPUs > 0; a CPU list counts at least one CPU;
 // memory.max is "max" exactly when it has no limit, else parse_u64's number;
 // a parsed number prints back to the same number; parse_u64 and parse_i64
-// agree where both apply.
+// agree where both apply. /proc/PID/cgroup (probes/instance.h): every path
+// accepted starts with '/', and the instance id made from it is not empty and
+// holds only [A-Za-z0-9._-].
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 
 #include "fuzz_support.h"
+#include "probes/instance.h"
 #include "probes/parse.h"
 
 namespace probes = headroom::probes;
@@ -26,6 +29,18 @@ template <class R>
 bool accepted(const R& r, std::string_view parser) {
   if (!r && r.error().message.empty()) fail(kTarget, std::string(parser) + " rejects without a message");
   return r.ok();
+}
+
+void check_instance_id(std::string_view path) {
+  for (bool host : {false, true}) {
+    const std::string id = probes::instance_id(path, 4026532001u, host);
+    if (id.empty()) fail(kTarget, "instance_id gave an empty id for \"" + std::string(path) + "\"");
+    for (char c : id) {
+      const bool allowed = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+                           c == '_' || c == '-';
+      if (!allowed) fail(kTarget, "instance_id gave \"" + id + "\" for \"" + std::string(path) + "\"");
+    }
+  }
 }
 
 }  // namespace
@@ -59,5 +74,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!*m && !(text.find("max") != std::string_view::npos)) fail(kTarget, "memory.max unlimited without \"max\"");
     if (*m && (!u || **m != *u)) fail(kTarget, "memory.max disagrees with parse_u64");
   }
+  if (auto c = probes::parse_proc_cgroup(text); accepted(c, "parse_proc_cgroup")) {
+    if (c->unified && !c->unified->starts_with('/')) fail(kTarget, "parse_proc_cgroup: a v2 path without '/'");
+    for (const auto& [controller, path] : c->controllers) {
+      if (controller.empty() || !path.starts_with('/')) fail(kTarget, "parse_proc_cgroup: v1 " + controller + " " + path);
+    }
+    if (c->unified) check_instance_id(*c->unified);
+  }
+  check_instance_id(text);
   return 0;
 }

@@ -49,6 +49,7 @@ TEST(CgroupV2, FixtureServiceWithQuota) {
   EXPECT_EQ(r->cpu.cpuset_cpus, 32u);
   EXPECT_EQ(r->cpu.throttled_usec, 456789012u);
   EXPECT_EQ(r->cpu.nr_throttled, 7890u);
+  ASSERT_TRUE(r->memory.has_value());
   EXPECT_EQ(r->memory->current_bytes, 1288490188u);
   EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(4294967296u));
 
@@ -76,6 +77,7 @@ TEST(CgroupV2, UnlimitedServiceWithoutOptionalFiles) {
   EXPECT_EQ(r->cpu.usage_usec, 5000000u);
   EXPECT_FALSE(r->cpu.quota_cpus.has_value());  // "max 100000"
   EXPECT_EQ(r->cpu.cpuset_cpus, 0u);             // no cpuset.cpus.effective
+  ASSERT_TRUE(r->memory.has_value());
   EXPECT_EQ(r->memory->current_bytes, 52428800u);
   EXPECT_FALSE(r->memory->limit_bytes.has_value());  // "max"
   EXPECT_FALSE(r->cpu_pressure.has_value());        // PSI off
@@ -120,7 +122,19 @@ TEST(CgroupV2, DirectoryWithoutCpuStatIsNotACgroup) {
   EXPECT_TRUE(contains(probe.error().message, "has no cpu.stat")) << probe.error().message;
 }
 
-TEST(CgroupV2, WithoutTheMemoryControllerItsCpuIsStillRead) {
+TEST(CgroupV2, FixtureCgroupWithoutMemoryControllerStillGivesItsCpu) {
+  auto probe = CgroupProbe::open(kV2, "system.slice/cpuonly.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  EXPECT_EQ(probe->memory_directory(), kV2 + "/fs/cgroup/system.slice/cpuonly.service");
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->memory.has_value());
+  EXPECT_EQ(r->cpu.usage_usec, 3000000u);
+  EXPECT_EQ(r->cpu.quota_cpus, std::optional<double>(1.0));
+  EXPECT_EQ(r->cpu.throttled_usec, 250000u);
+}
+
+TEST(CgroupV2, MemoryCurrentAppearingLaterIsRead) {
   TempDir dir;
   write_v2_service(dir, "x.service");
   std::filesystem::remove(dir.path() + "/fs/cgroup/x.service/memory.current");
@@ -128,19 +142,52 @@ TEST(CgroupV2, WithoutTheMemoryControllerItsCpuIsStillRead) {
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->cpu.usage_usec, 1000u);
   EXPECT_FALSE(r->memory.has_value());
+
+  // The memory controller enabled in the parent's cgroup.subtree_control.
+  dir.write("fs/cgroup/x.service/memory.current", "8192\n");
+  dir.write("fs/cgroup/x.service/memory.max", "16384\n");
+  auto later = probe->read();
+  ASSERT_TRUE(later.ok()) << later.error().message;
+  ASSERT_TRUE(later->memory.has_value());
+  EXPECT_EQ(later->memory->current_bytes, 8192u);
+  EXPECT_EQ(later->memory->limit_bytes, std::optional<uint64_t>(16384u));
 }
 
-TEST(CgroupV2, AGarbledMemoryFileStillFailsTheReadNamingTheFile) {
+TEST(CgroupV2, GarbledMemoryCurrentIsAnErrorNamingTheFile) {
   TempDir dir;
   write_v2_service(dir, "x.service");
-  dir.write("fs/cgroup/x.service/memory.current", "lots\n");
+  const std::string current = dir.write("fs/cgroup/x.service/memory.current", "lots\n");
   auto probe = CgroupProbe::open(dir.path(), "x.service");
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
   ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.error().message, current + ": ")) << r.error().message;
+}
+
+TEST(CgroupV2, UnreadableMemoryCurrentIsAnError) {
+  TempDir dir;
+  write_v2_service(dir, "x.service");
+  // A directory where the file should be: it exists, and read(2) fails (EISDIR).
+  std::filesystem::remove(dir.path() + "/fs/cgroup/x.service/memory.current");
+  dir.mkdir("fs/cgroup/x.service/memory.current");
+  auto probe = CgroupProbe::open(dir.path(), "x.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, EISDIR) << r.error().message;
   EXPECT_TRUE(contains(r.error().message, "x.service/memory.current")) << r.error().message;
+}
+
+TEST(CgroupV2, PathsPerControllerMustAgree) {
+  auto same = CgroupProbe::open(kV2, CgroupPaths{"/system.slice/api.service", "system.slice/api.service/"});
+  ASSERT_TRUE(same.ok()) << same.error().message;
+  EXPECT_EQ(same->directory(), kV2 + "/fs/cgroup/system.slice/api.service");
+
+  auto apart = CgroupProbe::open(kV2, CgroupPaths{"system.slice/api.service", "system.slice/batch.service"});
+  ASSERT_FALSE(apart.ok());
+  EXPECT_TRUE(contains(apart.error().message, "cgroup v2 has one hierarchy")) << apart.error().message;
+  EXPECT_TRUE(contains(apart.error().message, "\"/system.slice/batch.service\"")) << apart.error().message;
 }
 
 TEST(CgroupV2, MinimalServiceAndFilesAppearingLater) {
@@ -152,6 +199,7 @@ TEST(CgroupV2, MinimalServiceAndFilesAppearingLater) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->cpu.usage_usec, 1000u);
   EXPECT_FALSE(r->cpu.quota_cpus.has_value());
+  ASSERT_TRUE(r->memory.has_value());
   EXPECT_FALSE(r->memory->limit_bytes.has_value());
 
   // `systemctl set-property x.service CPUQuota=150%` enables the cpu controller.
@@ -206,6 +254,7 @@ TEST(CgroupV1, FixtureServiceWithQuota) {
   EXPECT_EQ(r->cpu.cpuset_cpus, 32u);
   EXPECT_EQ(r->cpu.nr_throttled, 7890u);
   EXPECT_EQ(r->cpu.throttled_usec, 456789012u);  // 456789012345 ns
+  ASSERT_TRUE(r->memory.has_value());
   EXPECT_EQ(r->memory->current_bytes, 1288490188u);
   EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(4294967296u));
   EXPECT_FALSE(r->cpu_pressure.has_value());  // v1 has no per-cgroup PSI
@@ -221,6 +270,7 @@ TEST(CgroupV1, UnlimitedService) {
   EXPECT_EQ(r->cpu.usage_usec, 5000000u);
   EXPECT_FALSE(r->cpu.quota_cpus.has_value());      // cfs_quota_us -1
   EXPECT_EQ(r->cpu.cpuset_cpus, 0u);                 // not in the cpuset hierarchy
+  ASSERT_TRUE(r->memory.has_value());
   EXPECT_FALSE(r->memory->limit_bytes.has_value());  // 9223372036854771712
   EXPECT_EQ(r->memory->current_bytes, 52428800u);
 }
@@ -265,44 +315,8 @@ TEST(CgroupV1, SeparateCpuAndCpuacctHierarchies) {
   EXPECT_EQ(r->cpu.quota_cpus, std::optional<double>(0.5));
   EXPECT_EQ(r->cpu.nr_throttled, 4u);
   EXPECT_EQ(r->cpu.throttled_usec, 8u);
-  EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(1073741824u));
-}
-
-TEST(CgroupV1, AGroupWithoutAMemoryHierarchyGivesItsCpuAndNoMemory) {
-  // A pod's group made in cpu and cpuacct only: its CPU is still read.
-  TempDir dir;
-  dir.write("fs/cgroup/cpuacct/pod/cpuacct.usage", "5000000\n");
-  dir.write("fs/cgroup/cpu/pod/cpu.cfs_quota_us", "-1\n");
-  auto probe = CgroupProbe::open(dir.path(), "pod");
-  ASSERT_TRUE(probe.ok()) << probe.error().message;
-  auto r = probe->read();
-  ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->cpu.usage_usec, 5000u);
-  EXPECT_FALSE(r->memory.has_value());
-}
-
-TEST(CgroupV1, ControllersAtTheirOwnPaths) {
-  // /proc/PID/cgroup can put a process at different paths per hierarchy.
-  TempDir dir;
-  dir.write("fs/cgroup/cpuacct/a/cpuacct.usage", "7000000\n");
-  dir.write("fs/cgroup/memory/b/memory.usage_in_bytes", "4096\n");
-  dir.write("fs/cgroup/memory/b/memory.limit_in_bytes", "8192\n");
-  dir.write("fs/cgroup/memory/a/memory.usage_in_bytes", "1\n");
-  dir.write("fs/cgroup/memory/a/memory.limit_in_bytes", "2\n");
-  auto probe = CgroupProbe::open(dir.path(), CgroupPaths{"/a", "/b"});
-  ASSERT_TRUE(probe.ok()) << probe.error().message;
-  auto r = probe->read();
-  ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->cpu.usage_usec, 7000u);
   ASSERT_TRUE(r->memory.has_value());
-  EXPECT_EQ(r->memory->current_bytes, 4096u);
-  EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(8192u));
-  // No memory hierarchy holds it: memory absent.
-  auto none = CgroupProbe::open(dir.path(), CgroupPaths{"/a", ""});
-  ASSERT_TRUE(none.ok()) << none.error().message;
-  auto n = none->read();
-  ASSERT_TRUE(n.ok()) << n.error().message;
-  EXPECT_FALSE(n->memory.has_value());
+  EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(1073741824u));
 }
 
 TEST(CgroupV1, WithoutCpuHierarchyQuotaIsUnknown) {
@@ -333,7 +347,30 @@ TEST(CgroupV1, QuotaWithZeroPeriodIsAnError) {
   EXPECT_EQ(r.error().message, period + ": period is 0");
 }
 
-TEST(CgroupV1, MemoryUsageWithoutItsLimitFailsTheReadNamingTheFile) {
+TEST(CgroupV1, MissingMemoryHierarchyLeavesMemoryAbsent) {
+  TempDir dir;
+  dir.write("fs/cgroup/cpu,cpuacct/app/cpuacct.usage", "1000\n");
+  auto probe = CgroupProbe::open(dir.path(), "app");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu.usage_usec, 1u);
+  EXPECT_FALSE(r->memory.has_value());
+}
+
+TEST(CgroupV1, FixtureCgroupWithoutMemoryControllerStillGivesItsCpu) {
+  auto probe = CgroupProbe::open(kV1, "system.slice/cpuonly.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  EXPECT_EQ(probe->memory_directory(), kV1 + "/fs/cgroup/memory/system.slice/cpuonly.service");
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->memory.has_value());
+  EXPECT_EQ(r->cpu.usage_usec, 3000000u);
+  EXPECT_EQ(r->cpu.quota_cpus, std::optional<double>(1.0));
+  EXPECT_EQ(r->cpu.throttled_usec, 250000u);
+}
+
+TEST(CgroupV1, UsageWithoutLimitIsAnError) {
   TempDir dir;
   dir.write("fs/cgroup/cpu,cpuacct/app/cpuacct.usage", "1000\n");
   dir.write("fs/cgroup/memory/app/memory.usage_in_bytes", "1\n");
@@ -343,6 +380,36 @@ TEST(CgroupV1, MemoryUsageWithoutItsLimitFailsTheReadNamingTheFile) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ENOENT);
   EXPECT_TRUE(contains(r.error().message, "memory/app/memory.limit_in_bytes")) << r.error().message;
+}
+
+TEST(CgroupV1, ControllersAtDifferentPaths) {
+  // A process in /system.slice/x.service for cpu and in /user.slice for
+  // memory, as /proc/PID/cgroup can show under v1.
+  TempDir dir;
+  dir.write("fs/cgroup/cpu,cpuacct/system.slice/x.service/cpuacct.usage", "7000000\n");
+  dir.write("fs/cgroup/cpuset/system.slice/x.service/cpuset.effective_cpus", "0-3\n");
+  dir.write("fs/cgroup/memory/user.slice/memory.usage_in_bytes", "4096\n");
+  dir.write("fs/cgroup/memory/user.slice/memory.limit_in_bytes", "65536\n");
+  dir.write("fs/cgroup/memory/system.slice/x.service/memory.usage_in_bytes", "1\n");
+  dir.write("fs/cgroup/memory/system.slice/x.service/memory.limit_in_bytes", "2\n");
+  auto probe = CgroupProbe::open(dir.path(), CgroupPaths{"/system.slice/x.service", "/user.slice"});
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  EXPECT_EQ(probe->version(), CgroupVersion::v1);
+  EXPECT_EQ(probe->directory(), dir.path() + "/fs/cgroup/cpu,cpuacct/system.slice/x.service");
+  EXPECT_EQ(probe->memory_directory(), dir.path() + "/fs/cgroup/memory/user.slice");
+  auto r = probe->read();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu.usage_usec, 7000u);
+  EXPECT_EQ(r->cpu.cpuset_cpus, 4u);
+  ASSERT_TRUE(r->memory.has_value());
+  EXPECT_EQ(r->memory->current_bytes, 4096u);
+  EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(65536u));
+}
+
+TEST(CgroupV1, MemoryPathIsNormalizedAndCheckedToo) {
+  auto probe = CgroupProbe::open(kV1, CgroupPaths{"system.slice/api.service", "/system.slice/../etc"});
+  ASSERT_FALSE(probe.ok());
+  EXPECT_TRUE(contains(probe.error().message, "must not contain \"..\"")) << probe.error().message;
 }
 
 // ------------------------------------------------------------------- paths

@@ -147,6 +147,39 @@ TEST_F(SamplerTest, ACgroupThatCannotBeReadMakesItsSignalsUnavailableUntilItRetu
   EXPECT_TRUE((*s)->unavailable().empty());
 }
 
+TEST_F(SamplerTest, ACgroupWithoutMemoryControllerGivesItsCpuAndNamesTheMissingMemory) {
+  config_.cgroup = "system.slice/cpuonly.service";
+  auto s = NodeSampler::create(config_);
+  ASSERT_TRUE(s) << s.error().message;
+  (*s)->sample(0);
+  const auto cpu_stat = dir_ / "sys/fs/cgroup/system.slice/cpuonly.service/cpu.stat";
+  std::ofstream(cpu_stat, std::ios::trunc) << "usage_usec 3500000\nnr_periods 30\nnr_throttled 3\nthrottled_usec 250000\n";
+  auto out = (*s)->sample(kSecond);
+  EXPECT_DOUBLE_EQ(out.raw.at("headroom.cpu.capacity"), 1.0);  // its quota
+  EXPECT_DOUBLE_EQ(out.raw.at("headroom.cpu.busy"), 0.5);
+  EXPECT_TRUE(out.signals.contains("cpu"));
+  EXPECT_FALSE(out.signals.contains("memory")) << "not the host's memory in its place";
+  EXPECT_FALSE(out.raw.contains("headroom.memory.used_bytes"));
+  ASSERT_TRUE((*s)->unavailable().contains("memory"));
+  const std::string& why = (*s)->unavailable().at("memory");
+  EXPECT_NE(why.find("cpuonly.service has no memory controller (no memory.current)"), std::string::npos) << why;
+  EXPECT_FALSE((*s)->unavailable().contains("cgroup"));
+  EXPECT_FALSE((*s)->unavailable().contains("cpu"));
+  (*s)->sample(2 * kSecond);
+  EXPECT_EQ(log_lines_containing("memory unavailable"), 1);
+
+  // The memory controller enabled for it: the signal is back, and says so once.
+  const std::string cgroup = dir_ / "sys/fs/cgroup/system.slice/cpuonly.service";
+  std::ofstream(cgroup + "/memory.current") << "1073741824\n";
+  std::ofstream(cgroup + "/memory.max") << "4294967296\n";
+  auto back = (*s)->sample(3 * kSecond);
+  EXPECT_DOUBLE_EQ(back.signals.at("memory"), 0.25);
+  EXPECT_DOUBLE_EQ(back.raw.at("headroom.memory.used_bytes"), 1073741824.0);
+  EXPECT_FALSE((*s)->unavailable().contains("memory"));
+  (*s)->sample(4 * kSecond);
+  EXPECT_EQ(log_lines_containing("memory available again"), 1);
+}
+
 TEST_F(SamplerTest, AConfiguredCgroupThatDoesNotExistIsAnError) {
   config_.cgroup = "system.slice/nope.service";
   auto s = NodeSampler::create(config_);
