@@ -138,7 +138,8 @@ Result<std::unique_ptr<OobInstanceListeners::Listener>> OobInstanceListeners::op
   }
   if (entered != 0)
     return Error{entered, "setns into " + ns_path + ": " + std::strerror(entered) +
-                              (entered == EPERM ? " (headroomd needs CAP_SYS_ADMIN for instance_listen; docs/oob.md)"
+                              (entered == EPERM ? " (headroomd needs CAP_SYS_ADMIN for instance_listen: under the packaged unit, "
+                                                   "the drop-in oob-instances.conf; docs/oob.md)"
                                                 : "")};
   if (returned != 0)  // the thread has ended: nothing else runs in the instance's namespace
     spdlog::warn("oob.instance_listen: returning from {}'s network namespace: {}", want.scope, std::strerror(returned));

@@ -3,16 +3,19 @@
 // here (ip netns), a process sleeping in each standing for an instance's
 // server, the [oob] publisher fed ticks with those instances' reports, and
 // a gRPC client that shares nothing with headroom (tests/oob/orca_oob.py,
-// Python's gRPC) run inside each namespace. Needs root (ip netns, setns);
+// Python's gRPC) run inside each namespace; and the failures: a vanished
+// namespace, a reused pid, no CAP_SYS_ADMIN. Needs root (ip netns, setns);
 // skips loudly without it. The namespaces are removed at the end, also on
 // failure.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,6 +97,19 @@ double cpu_seen_inside(const Namespace& ns) {
   return std::stod(out.substr(at + 19));
 }
 
+// CAP_SYS_ADMIN in the calling thread's effective set (capabilities are per
+// thread; a thread it starts inherits them). Kept in the permitted set, so
+// it can be raised again.
+bool set_sys_admin(bool on) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  const uint32_t bit = 1u << (CAP_SYS_ADMIN % 32);
+  if (on) data[CAP_SYS_ADMIN / 32].effective |= bit;
+  else data[CAP_SYS_ADMIN / 32].effective &= ~bit;
+  return ::syscall(SYS_capset, &header, data) == 0;
+}
+
 ScopeReport instance_report(const std::string& id, const Namespace& ns, double cpu) {
   ScopeReport r;
   r.scope = orca::instance_scope("api", id);
@@ -138,7 +154,8 @@ class OobNetnsTest : public ::testing::Test {
 
   void publish(OobPublisher& p, std::vector<ScopeReport> instances) {
     Tick tick;
-    tick.meta = {1'700'000'000'000 + static_cast<int64_t>(seq_) * 100, seq_, 100, false};
+    clock_ms_ += 100;
+    tick.meta = {clock_ms_, seq_, 100, false};
     ++seq_;
     tick.reports.resize(1);
     tick.reports[0].scope = std::string(orca::kNodeScope);
@@ -158,6 +175,7 @@ class OobNetnsTest : public ::testing::Test {
   std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> log_;
   Publishers publishers_;
   uint64_t seq_ = 1;
+  int64_t clock_ms_ = 1'700'000'000'000;
 };
 
 TEST_F(OobNetnsTest, EachInstanceIsServedInsideItsOwnNamespaceAndClosedWhenItGoes) {
@@ -214,6 +232,28 @@ TEST_F(OobNetnsTest, AVanishedNamespaceOrAReusedPidIsLoggedOnceAndTheOthersKeepS
   EXPECT_NE(log.find("server pid " + std::to_string(vanished.server_pid)), std::string::npos) << log;
   EXPECT_EQ(count("for instance pod-d"), 1u) << log;
   EXPECT_NE(log.find("the pid was reused"), std::string::npos) << log;
+}
+
+TEST_F(OobNetnsTest, WithoutCapSysAdminItSaysWhatIsMissingOnceAndOpensWhenRetried) {
+  OobPublisher& p = build();
+  ASSERT_TRUE(set_sys_admin(false));
+  for (int i = 0; i < 3; ++i) publish(p, {instance_report("pod-a", *a_, 0.25)});
+  ASSERT_TRUE(set_sys_admin(true));
+  EXPECT_TRUE(p.instances()->open().empty());
+  std::string log = logged();
+  EXPECT_NE(log.find("setns into /proc/" + std::to_string(a_->pid) + "/ns/net: Operation not permitted"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("needs CAP_SYS_ADMIN"), std::string::npos) << log;
+  EXPECT_EQ(log.find("for instance pod-a"), log.rfind("for instance pod-a")) << "logged more than once:\n" << log;
+  // Not tried again before the retry interval; then opened, and said so.
+  publish(p, {instance_report("pod-a", *a_, 0.25)});
+  EXPECT_TRUE(p.instances()->open().empty());
+  clock_ms_ += OobInstanceListeners::kRetryMs;
+  publish(p, {instance_report("pod-a", *a_, 0.25)});
+  EXPECT_EQ(p.instances()->open().size(), 1u);
+  EXPECT_EQ(cpu_seen_inside(*a_), 0.25);
+  log = logged();
+  EXPECT_NE(log.find("listening on 0.0.0.0:9447 inside instance pod-a's network namespace"), std::string::npos) << log;
 }
 
 }  // namespace
