@@ -35,7 +35,7 @@ install(FILES ${HEADROOM_GZ_DIR}/headroomctl.1.gz DESTINATION ${CMAKE_INSTALL_MA
 install(FILES ${HEADROOM_GZ_DIR}/headroom.toml.5.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man5)
 install(FILES ${HEADROOM_PKG_DIR}/copyright ${HEADROOM_GZ_DIR}/changelog.Debian.gz
               ${PROJECT_SOURCE_DIR}/systemd/older-kernels.conf ${PROJECT_SOURCE_DIR}/systemd/prometheus.conf
-              ${PROJECT_SOURCE_DIR}/systemd/oob.conf
+              ${PROJECT_SOURCE_DIR}/systemd/oob.conf ${PROJECT_SOURCE_DIR}/systemd/oob-instances.conf
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # Files with fixed system paths (/etc, the systemd directories). They are

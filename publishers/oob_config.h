@@ -25,6 +25,10 @@ struct OobConfig {
   uint32_t max_streams = 1024;           // 1..kMaxOobStreams
   bool unknown_authority_error = false;  // "error": NOT_FOUND; "node" (false): the node report
   std::chrono::nanoseconds default_interval = std::chrono::seconds(1);  // a request without one
+  // An IP literal and a port ("0.0.0.0:9447"): a listener on it inside each
+  // endpoint instance's network namespace, serving that instance's report
+  // (docs/oob.md, "In each instance's network namespace"). "": none.
+  std::string instance_listen;
 
   bool operator==(const OobConfig&) const = default;
 };
@@ -40,6 +44,7 @@ struct OobOptions {
     std::string scope;  // "endpoint.<name>"
   };
   std::vector<Endpoint> endpoints;  // [[endpoint]]s, in file order
+  std::string proc_root = "/proc";  // agent.proc_root: where /proc/PID/ns/net is (instance_listen)
 };
 
 }  // namespace headroom::publishers

@@ -21,7 +21,7 @@ std::string oob_module_path() {
 }
 
 Result<Publishers> build_oob_publishers(const OobOptions& options) {
-  if (options.oob.listen.empty()) return Publishers{};
+  if (options.oob.listen.empty() && options.oob.instance_listen.empty()) return Publishers{};
   using Build = void (*)(const OobOptions*, Result<Publishers>*);
   // Loaded once and never unloaded: the streams and listeners it keeps
   // outlive a reload (OobHub).
@@ -32,7 +32,7 @@ Result<Publishers> build_oob_publishers(const OobOptions& options) {
     if (module == nullptr) {
       const char* e = ::dlerror();
       return Error{ELIBACC, "oob.listen: cannot load the [oob] module " + path + ": " + (e ? e : "unknown error") +
-                                "; it is part of the headroom package (reinstall it), or empty [oob] listen"};
+                                "; it is part of the headroom package (reinstall it), or empty [oob] listen and instance_listen"};
     }
     build = reinterpret_cast<Build>(::dlsym(module, "headroom_oob_build"));
     if (build == nullptr)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // [oob]'s publisher lives in a module of its own, headroom-oob.so, loaded
-// only when [oob] listen names an address: gRPC and its libraries (about
+// only when [oob] listen or instance_listen names an address: gRPC and its libraries (about
 // 10 MiB of a daemon's RSS) are mapped into headroomd only when it serves
 // the out-of-band stream. oob_publisher.h is the module's side.
 #pragma once
@@ -13,7 +13,7 @@
 
 namespace headroom::publishers {
 
-// Nothing without [oob] listen; otherwise the module's publishers, or why
+// Nothing without [oob] listen and instance_listen; otherwise the module's publishers, or why
 // the module or a listener could not be had (exit 73, as for a listener).
 Result<Publishers> build_oob_publishers(const OobOptions& options);
 

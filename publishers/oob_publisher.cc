@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "publishers/oob_instances.h"
 #include "publishers/oob_module.h"
 
 namespace headroom::publishers {
@@ -31,8 +32,8 @@ using std::chrono::milliseconds;
 // gRPC starts its threads from the thread that first needs them; they must
 // not take the daemon's signals (AllSignalsBlocked).
 
-// Why gRPC could not listen on `address`, found by trying it ourselves:
-// gRPC's own message goes to its log only.
+}  // namespace
+
 std::string why_not(const std::string& address) {
   if (address.starts_with("unix:")) {
     const std::filesystem::path path(address.substr(5));
@@ -70,6 +71,8 @@ std::string why_not(const std::string& address) {
   ::close(fd);
   return why;
 }
+
+namespace {
 
 std::string joined(const std::vector<std::string>& v) {
   std::string out;
@@ -118,6 +121,25 @@ orca::StreamHub::Resolver resolver(const OobOptions& options) {
 // ---------------------------------------------------------------------------
 // OobListener, OobHub
 
+std::unique_ptr<grpc::Server> start_oob_server(const std::string& address, grpc::Service& service, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(&service);
+  // Two agents must not share a port without knowing it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(orca::kMaxRequestBytes);
+  builder.SetMaxSendMessageSize(static_cast<int>(orca::kMaxReportBytes));
+  // A connection that never completes its HTTP/2 handshake, or a peer that
+  // vanished, does not hold its resources for long.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 5'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  grpc::ResourceQuota quota("headroom-oob");
+  quota.Resize(64 << 20);
+  builder.SetResourceQuota(quota);
+  return builder.BuildAndStart();
+}
+
 OobListener::~OobListener() {
   if (!server_) return;
   AllSignalsBlocked blocked;
@@ -147,23 +169,8 @@ Result<std::shared_ptr<OobListener>> OobHub::listener(const std::string& address
   auto l = std::shared_ptr<OobListener>(new OobListener());
   l->address_ = address;
   l->service_ = std::make_unique<orca::StreamService>(streams_);
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(l->service_.get());
-  // Two agents must not share a port without knowing it.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(orca::kMaxRequestBytes);
-  builder.SetMaxSendMessageSize(static_cast<int>(orca::kMaxReportBytes));
-  // A connection that never completes its HTTP/2 handshake, or a peer that
-  // vanished, does not hold its resources for long.
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 5'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
-  grpc::ResourceQuota quota("headroom-oob");
-  quota.Resize(64 << 20);
-  builder.SetResourceQuota(quota);
-  l->server_ = builder.BuildAndStart();
+  l->server_ = start_oob_server(address, *l->service_, &port);
   if (!l->server_ || (!address.starts_with("unix:") && port == 0)) {
     l->server_.reset();
     return logic_error("cannot listen on " + address + ": " + why_not(address));
@@ -178,6 +185,16 @@ Result<std::shared_ptr<OobListener>> OobHub::listener(const std::string& address
   l->port_ = address.starts_with("unix:") ? 0 : port;
   listeners_[address] = l;
   return l;
+}
+
+std::shared_ptr<OobInstanceListeners> OobHub::instance_listeners(const std::string& address,
+                                                                const std::string& proc_root) {
+  std::lock_guard lock(listeners_mutex_);
+  if (auto it = instance_listeners_.find(address); it != instance_listeners_.end())
+    if (auto running = it->second.lock()) return running;
+  auto set = std::make_shared<OobInstanceListeners>(streams_, address, proc_root);
+  instance_listeners_[address] = set;
+  return set;
 }
 
 void OobHub::configure(const OobOptions& options) {
@@ -211,7 +228,7 @@ void OobHub::update(const Tick& tick) {
 
 Result<Publishers> OobPublisher::build(const OobOptions& options) {
   Publishers out;
-  if (options.oob.listen.empty()) return out;
+  if (options.oob.listen.empty() && options.oob.instance_listen.empty()) return out;
   auto hub = OobHub::shared();
   std::vector<std::shared_ptr<OobListener>> listeners;
   for (const auto& address : options.oob.listen) {
@@ -222,16 +239,24 @@ Result<Publishers> OobPublisher::build(const OobOptions& options) {
                        "; choose a free port, an address of this machine, or a writable directory"};
     listeners.push_back(std::move(l.value()));
   }
-  out.push_back(std::unique_ptr<Publisher>(new OobPublisher(std::move(hub), std::move(listeners), options)));
+  std::shared_ptr<OobInstanceListeners> instances;
+  if (!options.oob.instance_listen.empty())
+    instances = hub->instance_listeners(options.oob.instance_listen, options.proc_root);
+  out.push_back(std::unique_ptr<Publisher>(
+      new OobPublisher(std::move(hub), std::move(listeners), std::move(instances), options)));
   return out;
 }
 
 OobPublisher::OobPublisher(std::shared_ptr<OobHub> hub, std::vector<std::shared_ptr<OobListener>> listeners,
-                           OobOptions options)
+                           std::shared_ptr<OobInstanceListeners> instances, OobOptions options)
     : hub_(std::move(hub)),
       listeners_(std::move(listeners)),
+      instances_(std::move(instances)),
       options_(std::move(options)),
-      target_(joined(options_.oob.listen)) {}
+      target_(joined(options_.oob.listen)) {
+  if (instances_)
+    target_ += (target_.empty() ? "" : ", ") + options_.oob.instance_listen + " in each instance's network namespace";
+}
 
 Result<void> OobPublisher::publish(const Tick& tick) {
   if (!configured_) {  // the first tick of this configuration: its rules apply from now on
@@ -239,11 +264,18 @@ Result<void> OobPublisher::publish(const Tick& tick) {
     configured_ = true;
   }
   hub_->update(tick);
+  if (instances_) instances_->sync(tick);
   return {};
 }
 
 void OobPublisher::stop(const Tick& final) {
-  (void)publish(final);
+  // The instances' listeners stay open until their streams had the final
+  // report; they close with the publisher.
+  if (!configured_) {
+    hub_->configure(options_);
+    configured_ = true;
+  }
+  hub_->update(final);
   hub_->streams().finish_all(grpc::Status(grpc::StatusCode::UNAVAILABLE, "headroomd is stopping"),
                              std::chrono::seconds(2));
 }
@@ -252,6 +284,9 @@ void OobPublisher::announce() const {
   for (const auto& l : listeners_)
     spdlog::info("serving ORCA streams (OpenRcaService) on {}{}", l->address(),
                  l->port() != 0 && l->address().ends_with(":0") ? " (port " + std::to_string(l->port()) + ")" : "");
+  if (instances_)
+    spdlog::info("serving each endpoint instance's ORCA stream on {} inside its network namespace",
+                 instances_->address());
 }
 
 }  // namespace headroom::publishers

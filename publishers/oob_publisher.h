@@ -28,9 +28,22 @@
 
 namespace grpc {
 class Server;
-}
+class Service;
+}  // namespace grpc
 
 namespace headroom::publishers {
+
+class OobInstanceListeners;
+
+// A started gRPC server with `service` on `address` and the listener's rules
+// (no port sharing, message sizes, handshake and keepalive limits, a memory
+// quota); `port` gets the bound TCP port. Null or port 0 when it could not
+// listen: why_not(address) says why.
+std::unique_ptr<grpc::Server> start_oob_server(const std::string& address, grpc::Service& service, int* port);
+// Why gRPC could not listen on `address`, found by trying it ourselves (in
+// the calling thread's network namespace): gRPC's own message goes to its
+// log only.
+std::string why_not(const std::string& address);
 
 // One gRPC server on one address.
 class OobListener {
@@ -58,6 +71,9 @@ class OobHub {
 
   // The listener on `address`: the running one, or a new one started now.
   Result<std::shared_ptr<OobListener>> listener(const std::string& address);
+  // The instance listeners on `address` (instance_listen): the running ones,
+  // or a new empty set.
+  std::shared_ptr<OobInstanceListeners> instance_listeners(const std::string& address, const std::string& proc_root);
   // The rules of a configuration: intervals, max_streams, the authority map.
   void configure(const OobOptions& options);
   // Hands this tick's reports to the streams once (a second publisher with
@@ -69,6 +85,7 @@ class OobHub {
   std::shared_ptr<orca::StreamHub> streams_;
   std::mutex listeners_mutex_;
   std::map<std::string, std::weak_ptr<OobListener>> listeners_;
+  std::map<std::string, std::weak_ptr<OobInstanceListeners>> instance_listeners_;
 
   std::mutex reports_mutex_;
   uint64_t last_seq_ = 0;
@@ -80,6 +97,8 @@ class OobHub {
 class OobPublisher final : public Publisher {
  public:
   static Result<Publishers> build(const OobOptions& options);
+  // The instance listeners (instance_listen), or null.
+  const OobInstanceListeners* instances() const { return instances_.get(); }
 
   Result<void> publish(const Tick& tick) override;
   // Every stream gets the final report (headroom.stopped = 1), then ends
@@ -91,9 +110,10 @@ class OobPublisher final : public Publisher {
 
  private:
   OobPublisher(std::shared_ptr<OobHub> hub, std::vector<std::shared_ptr<OobListener>> listeners,
-               OobOptions options);
+               std::shared_ptr<OobInstanceListeners> instances, OobOptions options);
   std::shared_ptr<OobHub> hub_;
   std::vector<std::shared_ptr<OobListener>> listeners_;
+  std::shared_ptr<OobInstanceListeners> instances_;  // null without instance_listen
   OobOptions options_;
   bool configured_ = false;
   std::string target_;

@@ -2,6 +2,7 @@
 #include "publishers/prometheus_metrics.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 
 #include "headroom/orca/names.h"
@@ -62,16 +63,19 @@ void EndpointTotals::add(const publishers::EndpointCounts& c) {
   }
 }
 
-EndpointState& MetricsState::endpoint(std::size_t index, const std::string& name) {
-  // A reload may remove, add or reorder endpoints: their counts follow the name.
-  if (index < endpoints_.size() && endpoints_[index].name == name) return endpoints_[index];
-  auto it = std::find_if(endpoints_.begin(), endpoints_.end(), [&](const auto& e) { return e.name == name; });
+EndpointState& MetricsState::endpoint(std::size_t index, const std::string& name, const std::string& instance) {
+  // A reload may remove, add or reorder endpoints, and instances come and
+  // go: their counts follow the name and the instance.
+  const auto same = [&](const EndpointState& e) { return e.name == name && e.instance == instance; };
+  if (index < endpoints_.size() && same(endpoints_[index])) return endpoints_[index];
+  auto it = std::find_if(endpoints_.begin(), endpoints_.end(), same);
   EndpointState moved;
   if (it != endpoints_.end()) {
     moved = std::move(*it);
     endpoints_.erase(it);
   } else {
     moved.name = name;
+    moved.instance = instance;
   }
   if (index > endpoints_.size()) index = endpoints_.size();
   return *endpoints_.insert(endpoints_.begin() + static_cast<std::ptrdiff_t>(index), std::move(moved));
@@ -83,6 +87,20 @@ double named(const orca::Report& r, std::string_view key) {
   const auto& m = r.named_metrics();
   auto it = m.find(std::string(key));
   return it == m.end() ? 0.0 : it->second;
+}
+
+// An endpoint's labels: endpoint="N", and endpoint_instance="<id>" on an
+// instance's series (not "instance": that is Prometheus' target label).
+std::vector<ClientMetric::Label> endpoint_labels(const EndpointState& e) {
+  std::vector<ClientMetric::Label> out{label("endpoint", e.name)};
+  if (!e.instance.empty()) out.push_back(label("endpoint_instance", e.instance));
+  return out;
+}
+
+std::vector<ClientMetric::Label> with(std::vector<ClientMetric::Label> labels,
+                                      std::initializer_list<ClientMetric::Label> more) {
+  labels.insert(labels.end(), more.begin(), more.end());
+  return labels;
 }
 
 // An endpoint report's utilization entries in the order the exposition
@@ -105,7 +123,7 @@ void MetricsState::update(const Tick& tick) {
 
   for (std::size_t i = 0; i < tick.endpoints.size(); ++i) {
     const EndpointTick& t = tick.endpoints[i];
-    EndpointState& e = endpoint(i, t.name);
+    EndpointState& e = endpoint(i, t.name, t.instance);
     e.target_seconds = t.target_seconds;
     e.max_seconds = t.max_seconds;
     if (t.counted) e.counts.add(t.counts);
@@ -150,8 +168,8 @@ void MetricsState::families_of_utilization(std::vector<MetricFamily>& out) const
     for (const auto& e : endpoints_) {
       if (!e.measured) continue;
       for (const auto& [key, value] : e.utilization)
-        gauge(util, {label("endpoint", e.name), scope_endpoint(), label("signal", key)}, value);
-      gauge(app, {label("endpoint", e.name), scope_endpoint()}, e.application_utilization);
+        gauge(util, with(endpoint_labels(e), {scope_endpoint(), label("signal", key)}), value);
+      gauge(app, with(endpoint_labels(e), {scope_endpoint()}), e.application_utilization);
     }
   }
   out.push_back(std::move(util));
@@ -187,15 +205,15 @@ void MetricsState::families_of_endpoints(std::vector<MetricFamily>& out) const {
   auto slo = family("headroom_endpoint_slo_seconds", "The endpoint's configured SLO target and max.",
                     MetricType::Gauge);
   for (const auto& e : endpoints_) {
-    const auto ep = [&] { return label("endpoint", e.name); };
+    const auto ep = endpoint_labels(e);
     const EndpointTotals& c = e.counts;
-    counter(requests, {ep()}, static_cast<double>(c.requests));
-    counter(errors, {ep()}, static_cast<double>(c.errors));
-    counter(aborted, {ep()}, static_cast<double>(c.aborted));
-    counter(over, {ep(), label("slo", "max")}, static_cast<double>(c.over_max));
-    counter(over, {ep(), label("slo", "target")}, static_cast<double>(c.over_target));
+    counter(requests, ep, static_cast<double>(c.requests));
+    counter(errors, ep, static_cast<double>(c.errors));
+    counter(aborted, ep, static_cast<double>(c.aborted));
+    counter(over, with(ep, {label("slo", "max")}), static_cast<double>(c.over_max));
+    counter(over, with(ep, {label("slo", "target")}), static_cast<double>(c.over_target));
     ClientMetric h;
-    h.label = {ep()};
+    h.label = ep;
     uint64_t cumulative = 0;
     for (std::size_t i = 0; i < kLatencyBuckets; ++i) {
       cumulative += c.latency[i];
@@ -207,11 +225,11 @@ void MetricsState::families_of_endpoints(std::vector<MetricFamily>& out) const {
     h.histogram.sample_sum = c.latency_sum_seconds;
     duration.metric.push_back(std::move(h));
     if (e.measured) {
-      gauge(in_flight, {ep()}, e.in_flight);
-      gauge(pending, {ep()}, e.pending);
+      gauge(in_flight, ep, e.in_flight);
+      gauge(pending, ep, e.pending);
     }
-    gauge(slo, {ep(), label("slo", "max")}, e.max_seconds);
-    gauge(slo, {ep(), label("slo", "target")}, e.target_seconds);
+    gauge(slo, with(ep, {label("slo", "max")}), e.max_seconds);
+    gauge(slo, with(ep, {label("slo", "target")}), e.target_seconds);
   }
   for (auto* f : {&requests, &errors, &aborted, &over, &duration, &in_flight, &pending, &slo})
     out.push_back(std::move(*f));
@@ -238,7 +256,8 @@ void MetricsState::families_of_agent(std::vector<MetricFamily>& out, const std::
   if (have_tick_) gauge(interval, {}, static_cast<double>(interval_ms_) / 1e3);
   out.push_back(std::move(interval));
   auto declared = family("headroom_endpoints", "Endpoints declared in the configuration.", MetricType::Gauge);
-  gauge(declared, {}, static_cast<double>(endpoints_.size()));
+  gauge(declared, {}, static_cast<double>(std::count_if(endpoints_.begin(), endpoints_.end(),
+                                                        [](const EndpointState& e) { return e.instance.empty(); })));
   out.push_back(std::move(declared));
   auto ebpf = family("headroom_ebpf_available", "1 while the eBPF endpoint probe runs, else 0.", MetricType::Gauge);
   gauge(ebpf, {}, health_.ebpf_running ? 1 : 0);

@@ -42,6 +42,7 @@ struct EndpointTotals {
 
 struct EndpointState {
   std::string name;
+  std::string instance;  // "": the endpoint's aggregate; else one instance's id (label endpoint_instance)
   double target_seconds = 0, max_seconds = 0;
   EndpointTotals counts;
   bool measured = false;  // the eBPF probe gave this tick's signals
@@ -53,18 +54,19 @@ struct EndpointState {
 class MetricsState {
  public:
   // Takes one tick: its gauges replace the last ones, its endpoint intervals
-  // add to the counters. Endpoints no longer configured are dropped (a
-  // reload removed them); new ones start from 0.
+  // add to the counters. Endpoints no longer configured, and instances the
+  // tick no longer has, are dropped; new ones start from 0.
   void update(const Tick& tick);
 
   // The exposition, in a fixed order: utilization, then endpoints, then the
   // agent's own health. `version` goes into headroom_build_info.
   std::vector<prometheus::MetricFamily> families(const std::string& version) const;
 
+  // The aggregates in configuration order, then the instances (the tick's order).
   const std::vector<EndpointState>& endpoints() const { return endpoints_; }
 
  private:
-  EndpointState& endpoint(std::size_t index, const std::string& name);
+  EndpointState& endpoint(std::size_t index, const std::string& name, const std::string& instance);
   void families_of_utilization(std::vector<prometheus::MetricFamily>& out) const;
   void families_of_endpoints(std::vector<prometheus::MetricFamily>& out) const;
   void families_of_agent(std::vector<prometheus::MetricFamily>& out, const std::string& version) const;
@@ -73,7 +75,7 @@ class MetricsState {
   std::vector<std::pair<std::string, double>> node_utilization_;
   double node_application_ = 0, node_cpu_ = 0, node_memory_ = 0;
   bool node_has_cpu_ = false, node_has_memory_ = false;
-  std::vector<EndpointState> endpoints_;  // in configuration order
+  std::vector<EndpointState> endpoints_;  // as the tick lists them
   AgentHealth health_;
   int64_t interval_ms_ = 0;
 };

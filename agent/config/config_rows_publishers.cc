@@ -145,6 +145,20 @@ bool set_oob_default_interval(KeyValue& v) {
   return true;
 }
 
+bool set_oob_instance_listen(KeyValue& v) {
+  const std::string& s = v.str();
+  if (s.empty()) {
+    v.config.oob.instance_listen.clear();
+    return true;
+  }
+  if (s.starts_with("unix:"))
+    return v.fail("an instance's listener is a TCP address inside its network namespace, and a unix socket's path "
+                  "is not in a network namespace; write an IP literal and a port such as \"0.0.0.0:9447\"");
+  if (auto r = check_oob_address(s); !r) return v.fail(std::move(r).error());
+  v.config.oob.instance_listen = s;
+  return true;
+}
+
 }  // namespace
 
 // [[envoy]]
@@ -232,6 +246,15 @@ void add_oob_rows(std::vector<KeyRow>& out, const KeyFacts& f) {
        range(kMinOobDefaultInterval, kMaxOobDefaultInterval), toml_duration(f.d.oob.default_interval), "",
        "The report interval of a request that sets none (or zero); never faster than `agent.interval`.",
        set_oob_default_interval, ""},
+      {"oob", "instance_listen", KeyType::string, "an address string such as \"0.0.0.0:9447\"",
+       "\"\" (off), or an IP literal and a port (IPv6 in brackets)", quote(f.d.oob.instance_listen), "",
+       "A listener on this address inside each endpoint instance's network namespace (a pod's), whose every stream "
+       "gets that instance's report, `endpoint.<name>@<instance>`, whatever its `:authority` "
+       "([oob.md](oob.md)); opened when the instance appears, closed when it stops serving. Needs "
+       "`CAP_SYS_ADMIN` (setns), which the packaged unit does not grant; a listener that cannot be opened is "
+       "logged once and retried, and never stops the others. An instance in headroomd's own network namespace "
+       "(`host`) is served by `listen`.",
+       set_oob_instance_listen, ""},
   };
   out.insert(out.end(), std::begin(rows), std::end(rows));
 }

@@ -24,7 +24,7 @@ Result<Publishers> envoy(const Config& c, const std::vector<std::string>&) {
 }
 
 Result<Publishers> oob(const Config& c, const std::vector<std::string>&) {
-  publishers::OobOptions o{c.oob, c.interval, {}};
+  publishers::OobOptions o{c.oob, c.interval, {}, c.proc_root};
   for (const auto& e : c.endpoints) o.endpoints.push_back({e.name, e.port, orca::endpoint_scope(e.name)});
   return publishers::build_oob_publishers(o);
 }

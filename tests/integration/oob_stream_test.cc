@@ -175,6 +175,43 @@ TEST(OobStreamHub, AnAuthorityThatResolvesToAStatusEndsTheStream) {
   EXPECT_EQ(known.reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// A service that opens every stream on one scope (as headroomd's listener
+// inside an endpoint instance's network namespace does).
+class FixedScopeService final
+    : public OpenRcaService::WithRawCallbackMethod_StreamCoreMetrics<OpenRcaService::Service> {
+ public:
+  using OpenRcaService::WithRawCallbackMethod_StreamCoreMetrics<OpenRcaService::Service>::StreamCoreMetrics;
+  FixedScopeService(std::shared_ptr<StreamHub> hub, std::string scope) : hub_(std::move(hub)), scope_(std::move(scope)) {}
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamCoreMetrics(grpc::CallbackServerContext* context,
+                                                                const grpc::ByteBuffer* request) override {
+    return hub_->open(context, request, scope_);
+  }
+
+ private:
+  std::shared_ptr<StreamHub> hub_;
+  std::string scope_;
+};
+
+TEST(OobStreamHub, AStreamOpenedOnAFixedScopeIgnoresItsAuthorityAndEveryResolver) {
+  TempDir dir;
+  auto hub = StreamHub::create({}, [](std::string_view) -> std::variant<std::string, grpc::Status> {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no authority is known");
+  });
+  FixedScopeService service(hub, "endpoint.api@pod-1");
+  Server server(&service, dir.path());
+  hub->set("node", snapshot_of(report_at(10'000, 1, 0.1), 1));
+  hub->set("endpoint.api@pod-1", snapshot_of(report_at(10'000, 1, 0.6), 2));
+  Report r;
+  Client c(server.address, 100ms, "10.0.0.5:8080");
+  ASSERT_TRUE(c.reader->Read(&r));
+  EXPECT_DOUBLE_EQ(r.cpu_utilization(), 0.6);
+  // A reload's rules resolve every other stream again; not this one.
+  hub->configure({}, [](std::string_view) -> std::variant<std::string, grpc::Status> { return std::string("node"); });
+  hub->set("endpoint.api@pod-1", snapshot_of(report_at(10'100, 2, 0.7), 3));
+  ASSERT_TRUE(c.reader->Read(&r));
+  EXPECT_DOUBLE_EQ(r.cpu_utilization(), 0.7);
+}
+
 TEST(OobStreamHub, FinishAllSendsTheFinalReportThenEndsEveryStream) {
   TempDir dir;
   auto hub = StreamHub::create({}, [](std::string_view) -> std::variant<std::string, grpc::Status> {

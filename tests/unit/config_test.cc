@@ -229,6 +229,10 @@ const ErrorCase kErrorCases[] = {
     {"PrometheusPortZero", "[prometheus]\nlisten = \"127.0.0.1:0\"\n", "prometheus.listen", 2, 10,
      {"must be a number from 1 to 65535"}},
     {"OobPortZero", "[oob]\nlisten = [\"127.0.0.1:0\"]\n", "oob.listen[0]", 2, 11, {"from 1 to 65535"}},
+    {"OobInstanceListenUnix", "[oob]\ninstance_listen = \"unix:/run/orca/oob.sock\"\n", "oob.instance_listen", 2, 19,
+     {"a unix socket's path is not in a network namespace", "\"0.0.0.0:9447\""}},
+    {"OobInstanceListenNoPort", "[oob]\ninstance_listen = \"0.0.0.0\"\n", "oob.instance_listen", 2, 19,
+     {"an IP address and a port", "9447"}},
     {"OobTooManyListeners", "[oob]\nlisten = [" + oob_addresses(17) + "]\n", "oob.listen[16]", 2, 11 + 16 * 18,
      {"is address number 17; at most 16 are supported"}},
 
@@ -389,6 +393,8 @@ TEST(ConfigBounds, AtTheLimitsIsAccepted) {
   EXPECT_EQ(c.orca_dir.size(), 3840u);
   EXPECT_EQ(c.envoy.size(), 64u);
   EXPECT_EQ(must_parse("[oob]\nlisten = [" + oob_addresses(16) + "]\n").oob.listen.size(), 16u);
+  EXPECT_EQ(must_parse("[oob]\ninstance_listen = \"[::]:9447\"\n").oob.instance_listen, "[::]:9447");
+  EXPECT_EQ(must_parse("[oob]\ninstance_listen = \"\"\n").oob.instance_listen, "");
   const Config e = must_parse("[[endpoint]]\nname = \"a\"\nport = 1\ntarget = \"10m\"\nmax = \"10m\"\n");
   EXPECT_EQ(e.endpoints.at(0).max, std::chrono::minutes(10));
 }

@@ -8,10 +8,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <prometheus/text_serializer.h>
@@ -278,6 +282,82 @@ TEST_F(MetricsStateTest, CountsFollowTheEndpointNameAcrossAReload) {
   s = samples(state_.families("x"));
   EXPECT_FALSE(s.at("headroom_endpoint_requests_total").contains("endpoint=api"));
   EXPECT_EQ(s.at("headroom_endpoints").at(""), 2);
+}
+
+// An endpoint's instances: the same series as the aggregate's, with
+// endpoint_instance="<id>" beside endpoint="N"; the aggregate's are unchanged.
+void add_instance(Tick& tick, std::size_t aggregate, const std::string& id, double over_target,
+                  std::optional<publishers::EndpointCounts> counts) {
+  const EndpointTick agg = tick.endpoints[aggregate];
+  ScopeReport r = tick.reports[agg.report];
+  r.scope = orca::instance_scope(agg.name, id);
+  r.instance = id;
+  (*r.report.mutable_utilization())[std::string(orca::kSignalSloTarget)] = over_target;
+  r.report.set_application_utilization(over_target);
+  r.report.SerializeToString(&r.bytes);
+  tick.reports.push_back(std::move(r));
+  EndpointTick t = agg;
+  t.instance = id;
+  t.report = tick.reports.size() - 1;
+  t.counted = counts.has_value();
+  if (counts) t.counts = *counts;
+  tick.endpoints.push_back(std::move(t));
+}
+
+TEST_F(MetricsStateTest, InstancesHaveTheEndpointsSeriesWithAnEndpointInstanceLabel) {
+  add_instance(tick_, 0, "pod-a", 0.7, interval(4, {{0.002, 4}}));
+  add_instance(tick_, 0, "host", 0.1, std::nullopt);
+  state_.update(tick_);
+  state_.update(tick_);
+  const auto s = samples(state_.families("x"));
+  const auto& util = s.at("headroom_utilization_ratio");
+  EXPECT_EQ(util.at("endpoint=api,endpoint_instance=pod-a,scope=endpoint,signal=" + std::string(orca::kSignalSloTarget)),
+            0.7);
+  EXPECT_EQ(util.at("endpoint=api,endpoint_instance=host,scope=endpoint,signal=" + std::string(orca::kSignalSloTarget)),
+            0.1);
+  // The aggregate's series keep their labels and values.
+  EXPECT_EQ(util.at("endpoint=api,scope=endpoint,signal=" + std::string(orca::kSignalSloTarget)), 0.3);
+  EXPECT_EQ(s.at("headroom_application_utilization_ratio").at("endpoint=api,endpoint_instance=pod-a,scope=endpoint"),
+            0.7);
+  // Counters per instance, since the instance first appeared.
+  EXPECT_EQ(s.at("headroom_endpoint_requests_total").at("endpoint=api,endpoint_instance=pod-a"), 8);
+  EXPECT_EQ(s.at("headroom_endpoint_requests_total").at("endpoint=api,endpoint_instance=host"), 0);
+  EXPECT_EQ(s.at("headroom_endpoint_requests_total").at("endpoint=api"), 20);
+  EXPECT_EQ(s.at("headroom_endpoint_requests_over_slo_total").at("endpoint=api,endpoint_instance=pod-a,slo=target"), 6);
+  EXPECT_EQ(s.at("headroom_endpoint_requests_in_flight").at("endpoint=api,endpoint_instance=pod-a"), 4);
+  EXPECT_EQ(s.at("headroom_endpoint_slo_seconds").at("endpoint=api,endpoint_instance=pod-a,slo=target"), 0.01);
+  // Instances are not declared endpoints.
+  EXPECT_EQ(s.at("headroom_endpoints").at(""), 2);
+
+  // The text: the histogram per instance.
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, state_.families("x"));
+  EXPECT_THAT(out.str(), HasSubstr("headroom_endpoint_request_duration_seconds_bucket{endpoint=\"api\","
+                                   "endpoint_instance=\"pod-a\",le=\"+Inf\"} 8\n"));
+  EXPECT_THAT(out.str(), HasSubstr("headroom_endpoint_request_duration_seconds_count{endpoint=\"api\"} 20\n"));
+  // promtool's linter, when it is installed (Debian's prometheus package).
+  if (::access("/usr/bin/promtool", X_OK) == 0) {
+    FILE* p = ::popen("/usr/bin/promtool check metrics >/dev/null 2>&1", "w");
+    ASSERT_NE(p, nullptr);
+    std::fputs(out.str().c_str(), p);
+    EXPECT_EQ(::pclose(p), 0) << "promtool check metrics rejects:\n" << out.str();
+  }
+}
+
+TEST_F(MetricsStateTest, AnInstanceThatLeavesTheTickLosesItsSeriesAndStartsFromZeroIfItReturns) {
+  Tick with_pod = tick_;
+  add_instance(with_pod, 0, "pod-a", 0.7, interval(4, {{0.002, 4}}));
+  state_.update(with_pod);
+  EXPECT_EQ(samples(state_.families("x")).at("headroom_endpoint_requests_total").at("endpoint=api,endpoint_instance=pod-a"),
+            4);
+  state_.update(tick_);
+  auto s = samples(state_.families("x"));
+  EXPECT_FALSE(s.at("headroom_endpoint_requests_total").contains("endpoint=api,endpoint_instance=pod-a"));
+  EXPECT_EQ(s.at("headroom_endpoint_requests_total").at("endpoint=api"), 20);
+  with_pod.endpoints.back().counted = false;
+  state_.update(with_pod);
+  s = samples(state_.families("x"));
+  EXPECT_EQ(s.at("headroom_endpoint_requests_total").at("endpoint=api,endpoint_instance=pod-a"), 0);
 }
 
 TEST_F(MetricsStateTest, NoTickYetMeansNoUtilizationSeries) {

@@ -192,6 +192,7 @@ class StreamHub::Stream final : public grpc::ServerWriteReactor<grpc::ByteBuffer
   std::string scope;
   milliseconds interval;
   uint64_t generation;  // of the rules the scope was resolved with
+  bool fixed = false;   // its listener's scope: never resolved again
   StreamProgress progress;
   std::chrono::steady_clock::time_point write_started{};
 
@@ -245,6 +246,17 @@ void StreamHub::wake() {
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamHub::open(grpc::CallbackServerContext* context,
                                                              const grpc::ByteBuffer* request) {
+  return open_stream(context, request, std::nullopt);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamHub::open(grpc::CallbackServerContext* context,
+                                                             const grpc::ByteBuffer* request, std::string scope) {
+  return open_stream(context, request, std::move(scope));
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamHub::open_stream(grpc::CallbackServerContext* context,
+                                                                    const grpc::ByteBuffer* request,
+                                                                    std::optional<std::string> fixed_scope) {
   xds::service::orca::v3::OrcaLoadReportRequest parsed;
   {
     std::vector<grpc::Slice> slices;
@@ -268,7 +280,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamHub::open(grpc::CallbackServer
   if (auto* status = std::get_if<grpc::Status>(&interval)) return new Refusal(*status);
   const grpc::string_ref a = context->ExperimentalGetAuthority();
   std::string authority(a.data(), a.size());
-  auto scope = resolver(authority);
+  auto scope = fixed_scope ? std::variant<std::string, grpc::Status>(*fixed_scope) : resolver(authority);
   if (auto* status = std::get_if<grpc::Status>(&scope)) return new Refusal(*status);
 
   // Counted before it exists, so that concurrent opens cannot pass the limit.
@@ -280,6 +292,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamHub::open(grpc::CallbackServer
   }
   auto* stream = new Stream(this, context, std::move(authority), std::move(std::get<std::string>(scope)),
                             std::get<milliseconds>(interval), generation);
+  stream->fixed = fixed_scope.has_value();
   {
     std::lock_guard lock(mutex_);
     incoming_.push_back(stream);
@@ -403,7 +416,7 @@ void StreamHub::run() {
         if (busy && finishing && now >= finish_deadline) s->cancel();
         continue;
       }
-      if (s->generation != resolved_generation) {
+      if (!s->fixed && s->generation != resolved_generation) {
         s->generation = resolved_generation;
         auto scope = resolver(s->authority);
         if (auto* status = std::get_if<grpc::Status>(&scope)) {

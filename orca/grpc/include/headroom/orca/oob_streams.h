@@ -122,6 +122,11 @@ class StreamHub : public std::enable_shared_from_this<StreamHub> {
   // The method's body: a stream for this call (gRPC owns it until OnDone).
   grpc::ServerWriteReactor<grpc::ByteBuffer>* open(grpc::CallbackServerContext* context,
                                                     const grpc::ByteBuffer* request);
+  // The same for a listener that serves one scope whatever the authority
+  // (headroomd's listener inside an endpoint instance's network namespace):
+  // the stream reads `scope`, and no resolver, a reload's included, changes it.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* open(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request, std::string scope);
 
   // A scope's newest report. Its version must grow; streams of the scope are
   // woken. clear() forgets a scope (its streams wait for a report again).
@@ -151,6 +156,9 @@ class StreamHub : public std::enable_shared_from_this<StreamHub> {
   bool wait();
   void wake();
   void retire(Stream* stream);  // from Stream::OnDone: reaped by the thread
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* open_stream(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           std::optional<std::string> fixed_scope);
   void serve(Stream& stream, int64_t now_ms, std::chrono::steady_clock::time_point now);
 
   std::unique_ptr<Source> source_;
