@@ -6,12 +6,13 @@
 // weighted_round_robin client weighs it by its own load.
 //
 //   hr-wrr-backend --listen ADDRESS --orca-dir DIR --endpoint NAME [--name ID]
-//                  [--cost-ms X] [--slow-every N --slow-ms M]
+//                  [--cost-ms X] [--slow-every N --slow-ms M] [--instance own|aggregate]
 //
 // Each call of /headroom.test.Backend/Call burns --cost-ms of this thread's
 // CPU time (not wall time: on a busy machine the call takes longer, its cost
 // stays); every --slow-every'th call then sleeps --slow-ms before answering
 // (a slow dependency: latency without CPU). The reply names the backend.
+// --instance aggregate serves endpoint.<name>.orca instead, for comparison.
 //
 // Prints "listening on HOST:PORT" once it serves. Stops on SIGINT or SIGTERM
 // and then prints, on stderr, what its ORCA service served:
@@ -26,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -98,6 +100,9 @@ int main(int argc, char** argv) {
   app.add_option("--cost-ms", cost.cpu_ms, "CPU time burnt per call, in ms")->check(CLI::Range(0.0, 10000.0));
   app.add_option("--slow-every", cost.slow_every, "every Nth call is slow (0: none)");
   app.add_option("--slow-ms", cost.slow_ms, "how long a slow call sleeps, in ms")->check(CLI::Range(0.0, 60000.0));
+  app.add_option("--instance", options.instance, "which report: own (this instance's) or aggregate")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, headroom::orca::ServedInstance>{
+          {"own", headroom::orca::ServedInstance::own}, {"aggregate", headroom::orca::ServedInstance::aggregate}}));
   CLI11_PARSE(app, argc, argv);
   if (name.empty()) name = options.endpoint;
 

@@ -32,7 +32,12 @@ then give it no weight), each names its backend's network namespace
 (headroom.instance.netns), and each backend's OrcaService says at exit that
 it served its own instance, not the aggregate.
 
-The shares go to stderr as figures (docs/oob.md quotes them). Needs root
+The shares go to stderr as figures (docs/oob.md quotes them).
+HEADROOM_WRR_SERVED=aggregate makes the backends serve their endpoint's
+aggregate (endpoint.<name>.orca, whose utilization holds the node's CPU)
+instead, the comparison docs/oob.md quotes too; scenario (b) is then
+expected to fail. HEADROOM_WRR_ONLY=NAME runs the tests whose id contains
+NAME. Needs root
 (eBPF, cgroups), a kernel with BTF, node and grpc-js in
 $HEADROOM_CACHE_DIR/npm (default /var/cache/headroom-build/npm); without
 them it skips loudly (77), with CI=true it fails.
@@ -63,6 +68,7 @@ INFLIGHT = 8
 RR_WARMUP_S, RR_SECONDS = 1, 4
 WRR_WARMUP_S, WRR_SECONDS = 4, 5  # 1 s blackout, then the weights settle
 CGROUP_PREFIX = "headroom-wrr-test-"
+SERVED = os.environ.get("HEADROOM_WRR_SERVED", "own")  # the backends' --instance
 BUILD = None
 NODE_MODULES = ""
 
@@ -154,7 +160,8 @@ class Backend:
         self.name = name
         moves = " ".join(f"echo $$ > {p} &&" for p in CGROUPS.procs_files(name))
         argv = ["sh", "-c", f'{moves} exec "$0" "$@"', os.path.join(BUILD.build_dir, BACKEND),
-                "--listen", "127.0.0.1:0", "--orca-dir", orca_dir, "--endpoint", name] + list(flags)
+                "--listen", "127.0.0.1:0", "--orca-dir", orca_dir, "--endpoint", name,
+                "--instance", SERVED] + list(flags)
         self.proc = Proc("backend-" + name, argv, tmp, case)
 
         def port():
@@ -178,8 +185,9 @@ class Backend:
 
 
 class InstanceWatcher(threading.Thread):
-    """Decodes every endpoint's instance reports every 50 ms: the instance
-    scopes seen, and every report whose application_utilization was 0."""
+    """Decodes every endpoint's reports every 50 ms: the instance scopes seen,
+    every instance report whose application_utilization was 0, and each
+    report's application_utilization over time."""
 
     def __init__(self, orca_dir, names):
         super().__init__(daemon=True)
@@ -190,13 +198,14 @@ class InstanceWatcher(threading.Thread):
         self.zeros = []      # (file, report)
         self.scopes = {n: set() for n in names}
         self.latest = {}     # name -> report
-        self.app = {n: [] for n in names}  # (monotonic time, application_utilization)
+        # (name, is an instance) -> [(monotonic time, application_utilization)]
+        self.app = {(n, i): [] for n in names for i in (False, True)}
         self.errors = []
 
     def run(self):
         while not self.halt.is_set():
             for entry in os.listdir(self.orca_dir):
-                m = re.fullmatch(r"endpoint\.([^@]+)@(.+)\.orca", entry)
+                m = re.fullmatch(r"endpoint\.([^@]+?)(@.+)?\.orca", entry)
                 if not m or m.group(1) not in self.names:
                     continue
                 try:
@@ -206,19 +215,21 @@ class InstanceWatcher(threading.Thread):
                 except ValueError as e:
                     self.errors.append(f"{entry}: {e}")
                     continue
-                name = m.group(1)
+                name, instance = m.group(1), m.group(2) is not None
                 with self.lock:
+                    self.app[(name, instance)].append((time.monotonic(), r["application_utilization"]))
+                    if not instance:
+                        continue
                     self.reads[name] += 1
                     self.scopes[name].add(entry[:-len(".orca")])
                     self.latest[name] = r
-                    self.app[name].append((time.monotonic(), r["application_utilization"]))
                     if r["application_utilization"] == 0:
                         self.zeros.append((entry, r))
             self.halt.wait(0.05)
 
-    def mean_app(self, name, since, until):
+    def mean_app(self, name, instance, since, until):
         with self.lock:
-            values = [v for t, v in self.app[name] if since <= t < until]
+            values = [v for t, v in self.app[(name, instance)] if since <= t < until]
         return sum(values) / len(values) if values else float("nan")
 
     def stop(self):
@@ -313,11 +324,12 @@ class WeightedRoundRobinTest(unittest.TestCase):
             self.assertGreater(sum(res["counts"].values()), 100, f"{res['policy']}: too few calls: {res}")
         srr, swrr = share(rr, "b"), share(wrr, "b")
         # The weighted run's measured seconds were its last ones.
-        app_a = watcher.mean_app("a", ended - WRR_SECONDS, ended)
-        app_b = watcher.mean_app("b", ended - WRR_SECONDS, ended)
+        app = {(n, i): watcher.mean_app(n, i, ended - WRR_SECONDS, ended) for n in ("a", "b") for i in (False, True)}
+        figure(f"({label}) served: {SERVED}")
         figure(f"({label}) share of calls to B: round_robin {srr:.3f} ({rr['counts']}), "
                f"weighted_round_robin {swrr:.3f} ({wrr['counts']})")
-        figure(f"({label}) application_utilization while WRR measured: A {app_a:.3f}, B {app_b:.3f}; "
+        figure(f"({label}) application_utilization while WRR measured: instance reports A {app[('a', True)]:.3f}, "
+               f"B {app[('b', True)]:.3f}; aggregates A {app[('a', False)]:.3f}, B {app[('b', False)]:.3f}; "
                f"grpc-js's last weights: {wrr['last_weights']}")
         figure(f"({label}) WRR share of B per second: " +
                " ".join(f"{s.get('b', 0) / max(1, sum(s.values())):.2f}" for s in wrr["slices"]))
@@ -332,7 +344,8 @@ class WeightedRoundRobinTest(unittest.TestCase):
         for x in (a, b):
             scope, messages = x.stop(self)
             (own,) = watcher.scopes[x.name]
-            self.assertEqual(scope, own, f"backend {x.name}'s OrcaService served {scope}, not its own instance")
+            expected = own if SERVED == "own" else f"endpoint.{x.name}"
+            self.assertEqual(scope, expected, f"backend {x.name}'s OrcaService served {scope}, not {expected}")
             self.assertGreater(messages, 0, f"backend {x.name}'s OrcaService sent no report")
         return srr, swrr
 
