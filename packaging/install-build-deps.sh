@@ -1,6 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# Installs what building and testing headroom needs, from Debian's packages only.
+# Installs what building and testing headroom needs, from Debian's packages, and
+# grpc-js from the npm registry (install-grpc-js.sh), a test's client.
 # Idempotent; needs root (apt-get).
 set -eu
 if [ "$(id -u)" -ne 0 ]; then
@@ -46,3 +47,10 @@ apt-get install -y -q --no-install-recommends \
 # of the HTTP/2 endpoint tests (tests/http2/), with nghttp2-server (nghttpd)
 # and nghttp2-client (h2load): a real HTTP/2 server and load generator;
 # python3-h2 is another HTTP/2 implementation (its own HPACK encoder).
+# Node.js and npm run grpc-js, the weighted_round_robin client of
+# tests/oob/wrr_test.py. Only when missing: a machine with NodeSource's
+# nodejs (which bundles npm and conflicts with Debian's npm) keeps its own.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  apt-get install -y -q --no-install-recommends nodejs npm
+fi
+"$(dirname "$0")/install-grpc-js.sh"

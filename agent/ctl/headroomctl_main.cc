@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // headroomctl: the operator's view of the report files headroomd publishes.
 // Rendering is in render.{h,cc}; this file does the I/O.
+#include <dirent.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -76,21 +77,62 @@ void add_owner_option(CLI::App* cmd, std::optional<uid_t>& owner) {
       ->type_name("USER");
 }
 
-int run_cat(const std::string& file, bool json, std::optional<uid_t> owner) {
+// One report file, rendered; false (the error printed) when it cannot be read.
+bool cat_one(const std::string& file, bool json, std::optional<uid_t> owner, int64_t now, std::string& out) {
   auto report = orca::read_report_file(file, orca::kMaxReportBytes, owner);
   if (!report) {
     std::fprintf(stderr, "headroomctl: %s: %s\n", file.c_str(), ctl::without_path(report.error().message, file).c_str());
-    return kExitUnreadable;
+    return false;
   }
-  const int64_t now = orca::unix_now_ms();
-  std::string out;
   if (json) {
-    out = ctl::render_report_json(file, *report, now) + "\n";
+    out += ctl::render_report_json(file, *report, now) + "\n";
   } else {
     for (const auto& line : ctl::render_report(file, *report, now)) out += line + "\n";
   }
+  return true;
+}
+
+// The instance files beside an endpoint's aggregate report FILE.
+headroom::Result<std::vector<std::string>> instance_files_beside(const std::string& file) {
+  const auto slash = file.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : file.substr(0, slash == 0 ? 1 : slash);
+  const std::string base = slash == std::string::npos ? file : file.substr(slash + 1);
+  const std::string scope = ctl::scope_of_file_name(base);
+  if (!scope.starts_with(orca::kEndpointSignalPrefix) || !ctl::split_instance(scope).instance.empty())
+    return headroom::logic_error("--instances needs an endpoint's aggregate report, endpoint.<name>.orca");
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return headroom::system_error(errno, "list " + dir);
+  while (const dirent* de = ::readdir(d)) names.emplace_back(de->d_name);
+  ::closedir(d);
+  std::vector<std::string> paths;
+  for (auto& name : ctl::instance_file_names(base, std::move(names)))
+    paths.push_back((slash == std::string::npos ? "" : file.substr(0, slash + 1)) + name);
+  return paths;
+}
+
+// cat FILE [--instances]: with --instances, FILE is an endpoint's aggregate
+// and each of its instances' reports follows it (a blank line apart; one
+// JSON line each). Exit 1 when any file cannot be read.
+int run_cat(const std::string& file, bool json, std::optional<uid_t> owner, bool instances) {
+  std::vector<std::string> files{file};
+  if (instances) {
+    auto more = instance_files_beside(file);
+    if (!more) {
+      std::fprintf(stderr, "headroomctl: %s: %s\n", file.c_str(), more.error().message.c_str());
+      return more.error().code == 0 ? kExitUsage : kExitUnreadable;
+    }
+    files.insert(files.end(), more->begin(), more->end());
+  }
+  const int64_t now = orca::unix_now_ms();
+  std::string out;
+  bool all_read = true;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (i > 0 && !json && !out.empty()) out += "\n";
+    all_read = cat_one(files[i], json, owner, now, out) && all_read;
+  }
   write_all(out);
-  return 0;
+  return all_read ? 0 : kExitUnreadable;
 }
 
 // ---------------------------------------------------------------- check-config
@@ -238,13 +280,16 @@ int main(int argc, char** argv) {
       "failed), 64 usage error, 78 invalid configuration (check-config), 130 buffer interrupted.");
 
   std::string cat_file;
-  bool cat_json = false;
+  bool cat_json = false, cat_instances = false;
   auto* cat = app.add_subcommand("cat", "Print one report file in readable form, or as JSON");
   cat->add_option("FILE", cat_file, "Report file, e.g. /run/orca/node.orca")->required();
   std::optional<uid_t> cat_owner, watch_owner;
   add_owner_option(cat, cat_owner);
   cat->add_flag("--json", cat_json,
                 "One JSON line: file, age_ms, stale, stale_reason, report (protobuf JSON, .proto field names)");
+  cat->add_flag("--instances", cat_instances,
+                "FILE is an endpoint's aggregate (endpoint.NAME.orca): print each of its instances' reports "
+                "(endpoint.NAME@INSTANCE.orca, one per network namespace serving it) after it");
 
   std::string watch_dir = "/run/orca";
   int interval_ms = 1000;
@@ -253,6 +298,8 @@ int main(int argc, char** argv) {
   watch->footer(
       "Redraws when a report file changes (inotify) and at least every --interval-ms.\n"
       "DIR may also be given as --orca-dir DIR. Waits for it if it does not exist yet.\n"
+      "An endpoint's instances (its servers of one network namespace: a pod, or the host)\n"
+      "are listed under its row as @INSTANCE; GONE marks one whose servers stopped.\n"
       "Stop with Ctrl-C. When stdout is not a terminal, frames are printed one after\n"
       "another, each followed by a blank line.");
   auto* watch_dir_arg =
@@ -294,7 +341,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : kExitUsage;
   }
 
-  if (cat->parsed()) return run_cat(cat_file, cat_json, cat_owner);
+  if (cat->parsed()) return run_cat(cat_file, cat_json, cat_owner, cat_instances);
   if (watch->parsed()) return Watcher(watch_dir, milliseconds(interval_ms), count, watch_owner).run();
   if (check->parsed()) return run_check_config(config_file);
   if (shed->parsed()) return run_shed();

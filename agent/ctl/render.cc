@@ -9,6 +9,7 @@
 #include <ctime>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "agent/config/config.h"  // kNodeSignals: the column order of the node's signals
@@ -42,7 +43,8 @@ std::vector<std::pair<std::string, double>> sorted(const Map& m) {
 
 // The STATUS / header marker for a report, from its metadata and staleness.
 struct Marker {
-  bool stopped = false;
+  bool stopped = false;  // the agent stopped
+  bool gone = false;     // the instance's servers stopped (the agent runs on)
   bool stale = false;
   std::string reason;
 };
@@ -50,7 +52,8 @@ struct Marker {
 Marker marker_of(const orca::Report& report, const orca::Staleness& st) {
   Marker m;
   auto md = orca::metadata_of(report);
-  m.stopped = md && md->stopped;
+  m.gone = md && md->instance_gone;
+  m.stopped = md && md->stopped && !m.gone;
   m.stale = st.stale;
   m.reason = st.reason;
   return m;
@@ -110,6 +113,7 @@ std::string format_named_metric(std::string_view key, double value) {
     return format_number(value) + " (" + format_utc(static_cast<int64_t>(value)) + ")";
   if (ends_with(key, "_bytes")) return format_mib(value);
   if (key == orca::kMetricCpuBusy || key == orca::kMetricCpuSaturation) return format_percent(value);
+  if (key == orca::kMetricInstanceNetns) return format_number(value) + " (net:[" + format_number(value) + "])";
   return format_number(value);
 }
 
@@ -161,6 +165,24 @@ std::string scope_of_file_name(std::string_view name) {
   return std::string(name.substr(0, name.size() - orca::kReportSuffix.size()));
 }
 
+ScopeParts split_instance(std::string_view scope) {
+  const auto at = scope.find(orca::kInstanceSeparator);
+  if (!scope.starts_with(orca::kEndpointSignalPrefix) || at == std::string_view::npos) return {scope, {}};
+  return {scope.substr(0, at), scope.substr(at + 1)};
+}
+
+std::vector<std::string> instance_file_names(std::string_view aggregate_name, std::vector<std::string> names) {
+  const std::string aggregate = scope_of_file_name(aggregate_name);
+  if (!aggregate.starts_with(orca::kEndpointSignalPrefix) || !split_instance(aggregate).instance.empty()) return {};
+  const std::string prefix = aggregate + orca::kInstanceSeparator;
+  std::erase_if(names, [&](const std::string& name) {
+    const std::string scope = scope_of_file_name(name);
+    return !scope.starts_with(prefix) || scope.size() == prefix.size();
+  });
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 std::vector<std::string> render_report(std::string_view file, const orca::Report& report, int64_t now_unix_ms) {
   std::vector<std::string> out;
   const auto md = orca::metadata_of(report);
@@ -176,7 +198,9 @@ std::vector<std::string> render_report(std::string_view file, const orca::Report
   } else {
     header += "no headroom metadata";
   }
-  if (mark.stopped)
+  if (mark.gone)
+    header += "  GONE (the instance stopped serving; no server of it listens)";
+  else if (mark.stopped)
     header += "  STOPPED (the agent stopped; the values are frozen)";
   else if (mark.stale)
     header += "  STALE (" + mark.reason + ")";
@@ -190,10 +214,11 @@ std::vector<std::string> render_report(std::string_view file, const orca::Report
     std::string value;
   };
   std::vector<Item> items;
-  // An endpoint's report carries no machine CPU or memory: leave them out
-  // rather than show 0 %.
-  const bool endpoint = scope_of_path(file).starts_with("endpoint.");
-  if (!endpoint) {
+  // An endpoint's aggregate carries no machine CPU or memory: leave them out
+  // rather than show 0 %. An instance's are its cgroup's.
+  const std::string scope = scope_of_path(file);
+  const bool aggregate = scope.starts_with(orca::kEndpointSignalPrefix) && split_instance(scope).instance.empty();
+  if (!aggregate) {
     items.push_back({0, "cpu_utilization", format_percent(report.cpu_utilization())});
     items.push_back({0, "mem_utilization", format_percent(report.mem_utilization())});
   }
@@ -252,12 +277,16 @@ std::string render_report_json(std::string_view file, const orca::Report& report
 }
 
 Table build_watch_table(std::vector<WatchEntry> entries, int64_t now_unix_ms) {
-  // The node first: it is the row an operator looks for.
+  // The node first: it is the row an operator looks for. Each endpoint's
+  // instances follow its own row.
   std::sort(entries.begin(), entries.end(), [](const WatchEntry& a, const WatchEntry& b) {
     const bool an = a.scope == orca::kNodeScope, bn = b.scope == orca::kNodeScope;
     if (an != bn) return an;
-    return a.scope < b.scope;
+    const ScopeParts pa = split_instance(a.scope), pb = split_instance(b.scope);
+    return std::tie(pa.base, pa.instance) < std::tie(pb.base, pb.instance);
   });
+  std::set<std::string_view> listed;
+  for (const auto& e : entries) listed.insert(e.scope);
 
   std::set<std::string, std::less<>> seen;
   for (const auto& e : entries)
@@ -281,7 +310,9 @@ Table build_watch_table(std::vector<WatchEntry> entries, int64_t now_unix_ms) {
 
   for (const auto& e : entries) {
     std::vector<std::string> row(t.header.size(), "-");
-    row.front() = e.scope;
+    const ScopeParts parts = split_instance(e.scope);
+    const bool instance = !parts.instance.empty();
+    row.front() = instance && listed.contains(parts.base) ? "  @" + std::string(parts.instance) : e.scope;
     if (!e.report) {
       row.back() = "ERROR: " + e.error;
       t.rows.push_back(std::move(row));
@@ -294,20 +325,23 @@ Table build_watch_table(std::vector<WatchEntry> entries, int64_t now_unix_ms) {
       row[1] = format_age(st.age_ms);
       row[2] = std::to_string(md->seq);
     }
-    const bool endpoint = e.scope.starts_with("endpoint.");
-    if (!endpoint) {
+    const bool aggregate = e.scope.starts_with(orca::kEndpointSignalPrefix) && !instance;
+    const bool no_cgroup = r.named_metrics().contains(std::string(orca::kMetricInstanceCgroupUnavailable));
+    if (!aggregate) {
       row[3] = format_percent(r.cpu_utilization());
-      row[4] = format_percent(r.mem_utilization());
+      if (!no_cgroup) row[4] = format_percent(r.mem_utilization());
     }
     row[5] = format_percent(r.application_utilization());
     for (std::size_t i = 0; i < keys.size(); ++i)
       if (auto it = r.utilization().find(keys[i]); it != r.utilization().end()) row[6 + i] = format_percent(it->second);
     const Marker mark = marker_of(r, st);
     const bool no_ebpf = r.named_metrics().contains(std::string(kEbpfUnavailableMetric));
-    row.back() = mark.stopped ? "STOPPED"
-                 : mark.stale ? "STALE: " + mark.reason
-                 : no_ebpf    ? "ok, latency unavailable (no eBPF)"
-                              : "ok";
+    row.back() = mark.gone      ? "GONE (stopped serving)"
+                 : mark.stopped ? "STOPPED"
+                 : mark.stale   ? "STALE: " + mark.reason
+                 : no_ebpf      ? "ok, latency unavailable (no eBPF)"
+                 : no_cgroup    ? "ok, cgroup unavailable"
+                                : "ok";
     t.rows.push_back(std::move(row));
   }
   return t;

@@ -50,11 +50,28 @@ std::string without_path(std::string_view message, std::string_view path);
 std::string scope_of_file_name(std::string_view name);
 std::string scope_of_path(std::string_view path);
 
+// An endpoint instance's scope, "endpoint.<name>@<instance>", split at the
+// separator: {"endpoint.<name>", "<instance>"}; any other scope is
+// {scope, ""}.
+struct ScopeParts {
+  std::string_view base;
+  std::string_view instance;
+};
+ScopeParts split_instance(std::string_view scope);
+
+// `cat --instances`: of the file names in a directory, those of the
+// instances of the endpoint whose aggregate is `aggregate_name`
+// ("endpoint.api.orca" -> "endpoint.api@<id>.orca"), sorted. Empty when
+// `aggregate_name` is no endpoint's aggregate.
+std::vector<std::string> instance_file_names(std::string_view aggregate_name, std::vector<std::string> names);
+
 // Set in endpoint reports whose latency signals are unavailable (docs/endpoints.md).
 inline constexpr std::string_view kEbpfUnavailableMetric = orca::kMetricEbpfUnavailable;
 
-// `headroomctl cat`: header line (file, seq, age, interval, STALE/STOPPED), the
-// top-level fields, then the maps sorted by key. No trailing newlines.
+// `headroomctl cat`: header line (file, seq, age, interval, STALE/STOPPED, or
+// GONE for an instance whose servers stopped), the top-level fields, then the
+// maps sorted by key. No trailing newlines. An endpoint's aggregate leaves
+// out the machine's CPU and memory; an instance's report shows its cgroup's.
 std::vector<std::string> render_report(std::string_view file, const orca::Report& report, int64_t now_unix_ms);
 
 // A report as one line of JSON (protobuf's mapping, field names as in the
@@ -80,8 +97,11 @@ struct Table {
 
 // SCOPE AGE SEQ CPU MEM APP <one column per utilization key in any report>
 // STATUS. The node's signals come first in their usual order, other keys
-// sorted; the node row first, other scopes sorted. STATUS is "ok",
-// "STALE: <reason>", "STOPPED" or "ERROR: <reason>"; a missing value is "-".
+// sorted; the node row first, other scopes sorted, each endpoint's instances
+// right under its row, as "  @<instance>" (the whole scope when the
+// endpoint's own row is absent). STATUS is "ok", "STALE: <reason>",
+// "STOPPED", "GONE (stopped serving)" or "ERROR: <reason>"; a missing value
+// is "-".
 Table build_watch_table(std::vector<WatchEntry> entries, int64_t now_unix_ms);
 
 // Columns padded to their widest cell, two spaces apart; no trailing spaces.

@@ -3,9 +3,12 @@
  * read_reports: prints the ORCA load reports headroomd publishes, through the
  * C interface of libheadroom-orca (headroom_orca.h). See README.md.
  *
- *   read_reports [-f] [DIR]     DIR defaults to /run/orca
+ *   read_reports [-f] [-e ENDPOINT] [DIR]     DIR defaults to /run/orca
  *
  * Without -f: one line per scope, then exit (0 if any scope was found).
+ * With -e ENDPOINT: only the report of this process's own instance of that
+ * [[endpoint]] (the servers of its network namespace: its pod, or the host),
+ * as a server reads its own load.
  * With -f: also follow changes, the way an event loop would: poll() the
  * reader's descriptor, let the library apply the change, print it from the
  * callback. Staleness depends on the clock, not only on events, so every
@@ -58,8 +61,24 @@ static int print_all(headroom_reader *reader) {
 
 static void on_change(void *user, const char *scope) { print_scope((headroom_reader *)user, scope); }
 
+/* This process's own instance of `endpoint`, found again at every call: its
+   file may appear after the reader opened, or be replaced. */
+static int print_own(headroom_reader *reader, const char *endpoint) {
+  char scope[256];
+  char why[1024];
+  const int len = headroom_reader_own_instance(reader, endpoint, scope, sizeof scope, why, sizeof why);
+  if (len < 0) {
+    printf("%-20s no instance here: %s\n", endpoint, why);
+    return 0;
+  }
+  if ((size_t)len >= sizeof scope) return 0;
+  print_scope(reader, scope);
+  return 1;
+}
+
 int main(int argc, char **argv) {
   const char *dir = "/run/orca";
+  const char *endpoint = NULL;
   int follow = 0;
   int arg;
   char err[512];
@@ -69,8 +88,10 @@ int main(int argc, char **argv) {
   for (arg = 1; arg < argc; ++arg) {
     if (strcmp(argv[arg], "-f") == 0) {
       follow = 1;
+    } else if (strcmp(argv[arg], "-e") == 0 && arg + 1 < argc) {
+      endpoint = argv[++arg];
     } else if (argv[arg][0] == '-' || arg != argc - 1) {
-      fprintf(stderr, "usage: %s [-f] [DIR]\n", argv[0]);
+      fprintf(stderr, "usage: %s [-f] [-e ENDPOINT] [DIR]\n", argv[0]);
       return 2;
     } else {
       dir = argv[arg];
@@ -84,14 +105,14 @@ int main(int argc, char **argv) {
     return 2;
   }
   printf("headroom-orca %s, %s\n", headroom_orca_version(), dir);
-  found = print_all(reader);
+  found = endpoint != NULL ? print_own(reader, endpoint) : print_all(reader);
   if (!follow) {
     headroom_reader_close(reader);
     if (found == 0) fprintf(stderr, "read_reports: no reports in %s\n", dir);
     return found > 0 ? 0 : 1;
   }
 
-  headroom_reader_set_callback(reader, on_change, reader);
+  if (endpoint == NULL) headroom_reader_set_callback(reader, on_change, reader);
   for (;;) {
     struct pollfd p;
     int n;
@@ -105,8 +126,12 @@ int main(int argc, char **argv) {
     }
     if (n > 0) {
       if (headroom_reader_process(reader) < 0) break; /* prints through on_change */
+      if (endpoint != NULL) print_own(reader, endpoint);
     } else if (n == 0) {
-      print_all(reader);
+      if (endpoint != NULL)
+        print_own(reader, endpoint);
+      else
+        print_all(reader);
     }
   }
   headroom_reader_close(reader);

@@ -6,11 +6,16 @@
 // calls. examples/grpc/README.md has the three steps.
 //
 //   headroom-example-grpc-server [--listen ADDRESS] [--orca-dir DIR] [--endpoint NAME]
+//                                [--instance own|aggregate]
 //
 // --listen    where to listen (default 127.0.0.1:50051; port 0 picks one)
 // --orca-dir  headroomd's agent.orca_dir (default /run/orca)
-// --endpoint  the [[endpoint]] name headroomd reports this server under
-//             (endpoint.NAME.orca); empty (the default) for node.orca
+// --endpoint  the [[endpoint]] name headroomd reports this server under;
+//             empty (the default) for node.orca
+// --instance  with --endpoint: own (the default) serves this server's own
+//             instance, endpoint.NAME@<instance>.orca of its network
+//             namespace; aggregate serves endpoint.NAME.orca, the sum of
+//             every instance on the node
 //
 // Prints "listening on ADDRESS" once it serves, stops on SIGINT or SIGTERM.
 // Build (README.md, Makefile): protoc generates echo.pb.cc and echo.grpc.pb.cc,
@@ -41,7 +46,7 @@ class EchoService final : public headroom::example::Echo::Service {
 
 int usage(const char* program, const std::string& problem) {
   if (!problem.empty()) std::cerr << program << ": " << problem << "\n";
-  std::cerr << "usage: " << program << " [--listen ADDRESS] [--orca-dir DIR] [--endpoint NAME]\n";
+  std::cerr << "usage: " << program << " [--listen ADDRESS] [--orca-dir DIR] [--endpoint NAME] [--instance own|aggregate]\n";
   return 2;
 }
 
@@ -58,6 +63,12 @@ int main(int argc, char** argv) {
     if (arg == "-h" || arg == "--help") {
       usage(argv[0], "");
       return 0;
+    }
+    if (arg == "--instance") {
+      const std::string_view value = i + 1 < argc ? std::string_view(argv[++i]) : std::string_view();
+      if (value != "own" && value != "aggregate") return usage(argv[0], "--instance takes own or aggregate");
+      options.instance = value == "own" ? headroom::orca::ServedInstance::own : headroom::orca::ServedInstance::aggregate;
+      continue;
     }
     std::string* target = arg == "--listen"     ? &listen
                           : arg == "--orca-dir" ? &options.dir
@@ -96,7 +107,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string address = listen.substr(0, listen.rfind(':') + 1) + std::to_string(port);
-  std::cout << "listening on " << address << " (Echo; ORCA: " << (*orca)->scope() << " in " << options.dir << ")"
+  const bool own = !options.endpoint.empty() && options.instance == headroom::orca::ServedInstance::own;
+  const std::string served = own ? "endpoint." + options.endpoint + ", this server's instance" : (*orca)->scope();
+  std::cout << "listening on " << address << " (Echo; ORCA: " << served << " in " << options.dir << ")"
             << std::endl;
 
   int signal_number = 0;

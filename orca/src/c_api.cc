@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "headroom/orca/own_instance.h"
 #include "headroom/orca/report_reader.h"
 
 #ifndef HEADROOM_VERSION
@@ -29,6 +30,7 @@ struct headroom_reader {
   headroom_reader_callback callback = nullptr;
   void* user = nullptr;
   bool scopes_refreshed = false;  // during one process call
+  std::optional<uint64_t> netns;  // this process's network namespace, read at the first instance lookup
 };
 
 namespace {
@@ -271,6 +273,68 @@ int headroom_reader_set_callback(headroom_reader* reader, headroom_reader_callba
     return 0;
   } catch (...) {
     return current_exception_code();
+  }
+}
+
+namespace {
+
+int copy_scope(const headroom::Result<std::string>& scope, char* buf, size_t buflen, char* err, size_t errlen) {
+  if (!scope) {
+    set_error(err, errlen, scope.error().message);
+    return scope.error().code > 0 ? -scope.error().code : -EINVAL;
+  }
+  set_error(buf, buflen, *scope);
+  return static_cast<int>(std::min<std::size_t>(scope->size(), INT_MAX));
+}
+
+bool instance_arguments_ok(const char* fn, const char* endpoint, char* buf, size_t buflen, char* err, size_t errlen) {
+  if (endpoint == nullptr || (buf == nullptr && buflen > 0)) {
+    set_error(err, errlen, std::string(fn) + ": NULL argument");
+    return false;
+  }
+  if (!orca::is_endpoint_name(endpoint)) {
+    set_error(err, errlen, std::string(fn) + ": \"" + endpoint +
+                               "\" is not an endpoint name (1 to 64 of A-Z a-z 0-9 _ . -, as in [[endpoint]] name)");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int headroom_orca_own_instance_scope(const char* dir, const char* endpoint, char* buf, size_t buflen, char* err,
+                                     size_t errlen) {
+  set_error(err, errlen, "");
+  if (dir == nullptr) {
+    set_error(err, errlen, "headroom_orca_own_instance_scope: dir is NULL");
+    return -EINVAL;
+  }
+  if (!instance_arguments_ok("headroom_orca_own_instance_scope", endpoint, buf, buflen, err, errlen)) return -EINVAL;
+  try {
+    return copy_scope(orca::own_instance_scope(dir, endpoint), buf, buflen, err, errlen);
+  } catch (...) {
+    return current_exception_code(err, errlen);
+  }
+}
+
+int headroom_reader_own_instance(headroom_reader* reader, const char* endpoint, char* buf, size_t buflen, char* err,
+                                 size_t errlen) {
+  set_error(err, errlen, "");
+  if (reader == nullptr) {
+    set_error(err, errlen, "headroom_reader_own_instance: reader is NULL");
+    return -EINVAL;
+  }
+  if (!instance_arguments_ok("headroom_reader_own_instance", endpoint, buf, buflen, err, errlen)) return -EINVAL;
+  try {
+    if (!reader->netns) {
+      auto netns = orca::own_netns();
+      if (!netns) return copy_scope(netns.error(), buf, buflen, err, errlen);
+      reader->netns = *netns;
+    }
+    return copy_scope(orca::own_instance_scope(reader->dir, endpoint, *reader->netns, orca::unix_now_ms()), buf,
+                      buflen, err, errlen);
+  } catch (...) {
+    return current_exception_code(err, errlen);
   }
 }
 

@@ -74,6 +74,8 @@ Result<ReportMetadata> metadata_of(const Report& report) {
   md.interval_ms = static_cast<int64_t>(*interval);
   auto stopped = nm.find(std::string(kStoppedKey));
   md.stopped = stopped != nm.end() && stopped->second != 0.0;
+  auto gone = nm.find(std::string(kMetricInstanceGone));
+  md.instance_gone = md.stopped && gone != nm.end() && gone->second != 0.0;
   return md;
 }
 
@@ -175,7 +177,7 @@ Staleness check_staleness(const Report& report, int64_t now_unix_ms, double max_
   s.age_ms = now_unix_ms - md->timestamp_ms;
   if (md->stopped) {
     s.stale = true;
-    s.reason = "the agent stopped";
+    s.reason = md->instance_gone ? "the instance stopped serving" : "the agent stopped";
     return s;
   }
   double limit = std::max(static_cast<double>(min_age_ms), max_intervals * static_cast<double>(md->interval_ms));

@@ -47,6 +47,13 @@ echo "$out"
 echo "$out" | grep -Eq '^node +seq=1 app=[0-9.]+ cpu=[0-9.]+ mem=[0-9.]+.* age=-?[0-9]+ms (fresh|STALE)' \
   || { echo "FAIL: no node line"; exit 1; }
 
+# -e: this process's own instance of an endpoint; headroomd --once with no
+# [[endpoint]] wrote none, and the line says what was looked for.
+if own=$("$example" -e api "$work/orca"); then echo "FAIL: exit 0 without an instance report"; exit 1; fi
+echo "$own"
+echo "$own" | grep -q "^api .*no instance here: no report of an instance of endpoint api in this process's network namespace, net:\[[0-9]*\]" \
+  || { echo "FAIL: no line saying which namespace was looked for"; exit 1; }
+
 # A missing directory is not an error for the reader; no reports is (exit 1).
 if "$example" "$work/absent" >/dev/null 2>&1; then echo "FAIL: exit 0 without reports"; exit 1; fi
 echo "PASS"

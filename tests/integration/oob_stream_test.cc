@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "headroom/orca/oob_streams.h"
@@ -257,6 +260,7 @@ TEST(OrcaServiceFromFiles, ServesEachNewFreshReportAndNeverAStaleOne) {
   OrcaServiceOptions options;
   options.dir = dir.path();
   options.endpoint = "api";
+  options.instance = ServedInstance::aggregate;
   options.streams.min_interval = 100ms;
   auto service = OrcaService::create(options);
   ASSERT_TRUE(service) << service.error().message;
@@ -297,6 +301,121 @@ TEST(OrcaServiceFromFiles, RefusesANameThatIsNoEndpointName) {
   auto service = OrcaService::create(options);
   ASSERT_FALSE(service);
   EXPECT_NE(service.error().message.find("is not an endpoint name"), std::string::npos) << service.error().message;
+}
+
+// An endpoint instance's report: its network namespace and a CPU figure to
+// tell it from the others.
+Report instance_at(uint64_t netns, int64_t timestamp_ms, uint64_t seq, double cpu, bool gone = false) {
+  Report r = report_at(timestamp_ms, seq, cpu, gone);
+  (*r.mutable_named_metrics())[std::string(kMetricInstanceNetns)] = static_cast<double>(netns);
+  if (gone) (*r.mutable_named_metrics())[std::string(kMetricInstanceGone)] = 1;
+  return r;
+}
+
+uint64_t own_netns_inode() {
+  struct stat st{};
+  EXPECT_EQ(::stat("/proc/self/ns/net", &st), 0);
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+TEST(OrcaServiceFromFiles, ServesItsOwnInstanceAndNotAnotherOnesNorTheAggregate) {
+  TempDir dir;
+  auto writer = ReportFileWriter::open(dir.path());
+  ASSERT_TRUE(writer) << writer.error().message;
+  const uint64_t own = own_netns_inode();
+  const int64_t t0 = unix_now_ms();
+  ASSERT_TRUE(writer->write("endpoint.api.orca", report_at(t0, 1, 0.9)));                 // the aggregate
+  ASSERT_TRUE(writer->write("endpoint.api@pod-x.orca", instance_at(own + 1, t0, 1, 0.8)));  // another namespace
+
+  OrcaServiceOptions options;
+  options.dir = dir.path();
+  options.endpoint = "api";  // instance: own, the default
+  options.streams.min_interval = 100ms;
+  auto service = OrcaService::create(options);
+  ASSERT_TRUE(service) << service.error().message;
+  EXPECT_EQ((*service)->scope(), "");
+  EXPECT_NE((*service)->unresolved_reason().find("net:[" + std::to_string(own) + "]"), std::string::npos)
+      << (*service)->unresolved_reason();
+  Server server(service->get(), dir.path());
+
+  // Nothing of this namespace yet: the stream waits, sending neither the
+  // other instance's report nor the aggregate.
+  Client early(server.address, 100ms, "", 1500ms);
+  Report r;
+  EXPECT_FALSE(early.reader->Read(&r)) << "sent cpu " << r.cpu_utilization();
+  EXPECT_EQ(early.reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+
+  // The instance of this namespace appears: found, and served.
+  Client c(server.address, 100ms, "", 20s);
+  const int64_t t1 = unix_now_ms();
+  ASSERT_TRUE(writer->write("endpoint.api@host.orca", instance_at(own, t1, 1, 0.25)));
+  ASSERT_TRUE(c.reader->Read(&r));
+  EXPECT_DOUBLE_EQ(r.cpu_utilization(), 0.25);
+  EXPECT_EQ((*service)->scope(), "endpoint.api@host");
+  // The others go on publishing; only the own instance's reports arrive,
+  // one sampling interval apart (the stream asked for 100 ms).
+  for (uint64_t seq = 2; seq <= 4; ++seq) {
+    std::this_thread::sleep_for(100ms);
+    const int64_t t = t1 + static_cast<int64_t>(seq - 1) * 100;
+    ASSERT_TRUE(writer->write("endpoint.api.orca", report_at(t, seq, 0.9)));
+    ASSERT_TRUE(writer->write("endpoint.api@pod-x.orca", instance_at(own + 1, t, seq, 0.8)));
+    ASSERT_TRUE(writer->write("endpoint.api@host.orca", instance_at(own, t, seq, 0.25 + 0.01 * static_cast<double>(seq))));
+    ASSERT_TRUE(c.reader->Read(&r));
+    EXPECT_EQ(seq_of(r), static_cast<int64_t>(seq));
+    EXPECT_DOUBLE_EQ(r.cpu_utilization(), 0.25 + 0.01 * static_cast<double>(seq));
+  }
+
+  // Its file is removed and the instance comes back under another id (a new
+  // pod in this namespace): found again; the stream resumes with it.
+  ASSERT_TRUE(std::filesystem::remove(dir.path() + "/endpoint.api@host.orca"));
+  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(writer->write("endpoint.api@pod-y.orca", instance_at(own, t1 + 500, 7, 0.5)));
+  ASSERT_TRUE(c.reader->Read(&r)) << (*service)->scope() << " / " << (*service)->unresolved_reason();
+  EXPECT_DOUBLE_EQ(r.cpu_utilization(), 0.5);
+  EXPECT_EQ((*service)->scope(), "endpoint.api@pod-y");
+
+  // Its servers stopped (gone): stale, not sent to a new stream.
+  ASSERT_TRUE(writer->write("endpoint.api@pod-y.orca", instance_at(own, unix_now_ms(), 8, 0.6, /*gone=*/true)));
+  std::this_thread::sleep_for(300ms);
+  Client after(server.address, 100ms, "", 1500ms);
+  EXPECT_FALSE(after.reader->Read(&r)) << "a gone instance's report was sent: cpu " << r.cpu_utilization();
+}
+
+TEST(OrcaServiceFromFiles, TwoServersOfTheHostNamespaceEachGetTheirEndpoints) {
+  TempDir dir;
+  auto writer = ReportFileWriter::open(dir.path());
+  ASSERT_TRUE(writer) << writer.error().message;
+  const uint64_t own = own_netns_inode();
+  const int64_t t0 = unix_now_ms();
+  ASSERT_TRUE(writer->write("endpoint.e1@host.orca", instance_at(own, t0, 1, 0.1)));
+  ASSERT_TRUE(writer->write("endpoint.e2@host.orca", instance_at(own, t0, 1, 0.2)));
+  for (const auto& [endpoint, cpu] : {std::pair{"e1", 0.1}, std::pair{"e2", 0.2}}) {
+    OrcaServiceOptions options;
+    options.dir = dir.path();
+    options.endpoint = endpoint;
+    auto service = OrcaService::create(options);
+    ASSERT_TRUE(service) << service.error().message;
+    EXPECT_EQ((*service)->scope(), std::string("endpoint.") + endpoint + "@host");
+    TempDir sock;
+    Server server(service->get(), sock.path());
+    Client c(server.address, 100ms, "", 10s);
+    Report r;
+    ASSERT_TRUE(c.reader->Read(&r)) << endpoint;
+    EXPECT_DOUBLE_EQ(r.cpu_utilization(), cpu) << endpoint;
+  }
+}
+
+TEST(OrcaServiceFromFiles, OwnInstanceNeedsItsNamespace) {
+  TempDir dir;
+  OrcaServiceOptions options;
+  options.dir = dir.path();
+  options.endpoint = "api";
+  options.proc_root = dir / "no-proc";
+  auto service = OrcaService::create(options);
+  ASSERT_FALSE(service);
+  EXPECT_NE(service.error().message.find("no-proc/self/ns/net"), std::string::npos) << service.error().message;
+  options.instance = ServedInstance::aggregate;  // needs no namespace
+  EXPECT_TRUE(OrcaService::create(options));
 }
 
 }  // namespace

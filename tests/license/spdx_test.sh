@@ -18,7 +18,7 @@ for f in $(list); do
   case "$f" in
     probes/ebpf/vmlinux.h | tests/fixtures/* | tests/golden/*) continue ;;
     probes/ebpf/*.c | probes/ebpf/*.h | *.bpf.c) want='GPL-2.0-only OR BSD-2-Clause' ;;
-    *.cc | *.h | *.c | *.proto | *.sh | *.py | *.cmake | */CMakeLists.txt | CMakeLists.txt | .ci/run) want='Apache-2.0' ;;
+    *.cc | *.h | *.c | *.proto | *.sh | *.py | *.js | *.cmake | */CMakeLists.txt | CMakeLists.txt | .ci/run) want='Apache-2.0' ;;
     *) continue ;;
   esac
   checked=$((checked + 1))

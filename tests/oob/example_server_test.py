@@ -5,7 +5,8 @@
     example_server_test.py SOURCE_DIR BUILD_DIR
 
 Starts the example server (BUILD_DIR/examples/grpc/headroom-example-grpc-server,
---endpoint echo, a report directory that does not exist yet) and then
+--endpoint echo --instance aggregate, the file compared below, a report
+directory that does not exist yet) and then
 BUILD_DIR/agent/headroomd (--no-ebpf, interval 100 ms, one [[endpoint]]
 "echo" on the server's port). On ONE channel to the server: its own Echo RPC
 (/headroom.example.Echo/Say, bytes encoded here) and
@@ -234,7 +235,8 @@ def run(tmp):
     # 2. The server first, on a directory headroomd has not created yet.
     orca_dir = os.path.join(tmp, "orca")
     server_log = os.path.join(tmp, "server.log")
-    server = start([SERVER, "--listen", "127.0.0.1:0", "--orca-dir", orca_dir, "--endpoint", "echo"], server_log)
+    server = start([SERVER, "--listen", "127.0.0.1:0", "--orca-dir", orca_dir, "--endpoint", "echo",
+                    "--instance", "aggregate"], server_log)
     line = read_line(server, 10, "example server")
     note(f"server: {line}")
     m = re.match(r"listening on 127\.0\.0\.1:(\d+)\b", line)

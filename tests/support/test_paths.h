@@ -15,6 +15,7 @@ extern const char* const protoc;
 extern const char* const test_server;
 extern const char* const test_load;
 extern const char* const shedding_server;  // examples/shedding-server/
+extern const char* const c_example;        // examples/c/read_reports.c
 }  // namespace headroom_test_paths
 
 #define HEADROOM_SOURCE_DIR (::headroom_test_paths::source_dir)
@@ -25,3 +26,4 @@ extern const char* const shedding_server;  // examples/shedding-server/
 #define HR_TEST_SERVER_PATH (::headroom_test_paths::test_server)
 #define HR_TEST_LOAD_PATH (::headroom_test_paths::test_load)
 #define SHEDDING_SERVER_PATH (::headroom_test_paths::shedding_server)
+#define C_EXAMPLE_PATH (::headroom_test_paths::c_example)

@@ -3,6 +3,7 @@
 // for forward compatibility, and the error codes.
 #include "headroom/orca/headroom_orca.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -350,6 +351,85 @@ TEST_F(CApi, OpenWithRefusesMissingOrShortOptions) {
   o.struct_size = sizeof o;
   EXPECT_EQ(headroom_reader_open_with(nullptr, &o, err, sizeof err), nullptr);
   EXPECT_NE(std::string(err).find("dir is NULL"), std::string::npos) << err;
+}
+
+// An instance report of this process's own network namespace, or another.
+Report instance_report(uint64_t netns, uint64_t seq = 1, bool gone = false) {
+  Report r = make_report(seq);
+  auto& nm = *r.mutable_named_metrics();
+  nm[std::string(kMetricInstanceNetns)] = static_cast<double>(netns);
+  if (gone) {
+    nm[std::string(kStoppedKey)] = 1;
+    nm[std::string(kMetricInstanceGone)] = 1;
+  }
+  return r;
+}
+
+uint64_t own_netns_inode() {
+  struct stat st{};
+  EXPECT_EQ(::stat("/proc/self/ns/net", &st), 0);
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+TEST_F(CApi, OwnInstanceScopeNamesThisProcesssNamespace) {
+  const uint64_t own = own_netns_inode();
+  publish("endpoint.api@other", instance_report(own + 1));
+  publish("endpoint.api@host", instance_report(own));
+  publish("endpoint.web@host", instance_report(own));
+  char buf[64], err[1024];
+  EXPECT_EQ(headroom_orca_own_instance_scope(dir().c_str(), "api", buf, sizeof buf, err, sizeof err), 17) << err;
+  EXPECT_STREQ(buf, "endpoint.api@host");
+  EXPECT_EQ(headroom_orca_own_instance_scope(dir().c_str(), "web", buf, sizeof buf, err, sizeof err), 17) << err;
+  EXPECT_STREQ(buf, "endpoint.web@host");
+  // Like snprintf: the length even when truncated.
+  char small[5];
+  EXPECT_EQ(headroom_orca_own_instance_scope(dir().c_str(), "api", small, sizeof small, err, sizeof err), 17);
+  EXPECT_STREQ(small, "endp");
+
+  EXPECT_EQ(headroom_orca_own_instance_scope(dir().c_str(), "db", buf, sizeof buf, err, sizeof err), -ENOENT);
+  EXPECT_NE(std::string(err).find("net:[" + std::to_string(own) + "]"), std::string::npos) << err;
+  EXPECT_NE(std::string(err).find("no instance file (endpoint.db@*.orca)"), std::string::npos) << err;
+  EXPECT_EQ(headroom_orca_own_instance_scope((tmp_ / "absent").c_str(), "api", buf, sizeof buf, err, sizeof err),
+            -ENOENT);
+  EXPECT_NE(std::string(err).find("mounted"), std::string::npos) << err;
+  EXPECT_EQ(headroom_orca_own_instance_scope(dir().c_str(), "a/b", buf, sizeof buf, err, sizeof err), -EINVAL);
+  EXPECT_NE(std::string(err).find("is not an endpoint name"), std::string::npos) << err;
+  EXPECT_EQ(headroom_orca_own_instance_scope(nullptr, "api", buf, sizeof buf, err, sizeof err), -EINVAL);
+  EXPECT_EQ(headroom_orca_own_instance_scope(dir().c_str(), nullptr, buf, sizeof buf, err, sizeof err), -EINVAL);
+}
+
+TEST_F(CApi, ReaderFollowsItsOwnInstanceAsItAppearsAndStops) {
+  const uint64_t own = own_netns_inode();
+  auto r = open();
+  char buf[64], err[1024];
+  EXPECT_EQ(headroom_reader_own_instance(r.get(), "api", buf, sizeof buf, err, sizeof err), -ENOENT);
+  EXPECT_NE(std::string(err).find("has not seen a server of api"), std::string::npos) << err;
+  EXPECT_EQ(headroom_reader_own_instance(nullptr, "api", buf, sizeof buf, err, sizeof err), -EINVAL);
+
+  publish("endpoint.api@other", instance_report(own + 1));
+  publish("endpoint.api@host", instance_report(own));
+  int rc = -ENOENT;
+  for (int i = 0; i < 40 && rc < 0; ++i) {
+    (void)headroom_reader_wait(r.get(), 50);
+    rc = headroom_reader_own_instance(r.get(), "api", buf, sizeof buf, err, sizeof err);
+  }
+  ASSERT_EQ(rc, 17) << err;
+  EXPECT_STREQ(buf, "endpoint.api@host");
+  headroom_report rep = blank();
+  EXPECT_EQ(headroom_reader_get(r.get(), buf, &rep, err, sizeof err), 0) << err;
+
+  // Its servers stopped: still named, read as stale for that reason.
+  publish("endpoint.api@host", instance_report(own, 2, /*gone=*/true));
+  for (int i = 0; i < 40 && rep.seq != 2; ++i) {
+    (void)headroom_reader_wait(r.get(), 50);
+    rep = blank();
+    (void)headroom_reader_get(r.get(), "endpoint.api@host", &rep, err, sizeof err);
+  }
+  EXPECT_EQ(headroom_reader_own_instance(r.get(), "api", buf, sizeof buf, err, sizeof err), 17) << err;
+  rep = blank();
+  EXPECT_EQ(headroom_reader_get(r.get(), buf, &rep, err, sizeof err), 1);
+  EXPECT_EQ(rep.stopped, 1);
+  EXPECT_STREQ(err, "the instance stopped serving");
 }
 
 }  // namespace

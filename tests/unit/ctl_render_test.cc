@@ -382,5 +382,67 @@ TEST(CtlWatch, EndpointRowsAndUnavailableLatency) {
   EXPECT_EQ(t.rows[1].back(), "ok, latency unavailable (no eBPF)");
 }
 
+// ---------------------------------------------------------------- instances
+
+orca::Report instance_report(int64_t ts, uint64_t netns, bool gone = false, bool no_cgroup = false) {
+  auto r = make_report(ts, 4, 100, {{"latency.slo_target", 0.5}}, /*stopped=*/gone);
+  r.set_cpu_utilization(0.25);
+  r.set_mem_utilization(0.125);
+  auto& nm = *r.mutable_named_metrics();
+  nm[std::string(orca::kMetricInstanceNetns)] = static_cast<double>(netns);
+  if (gone) nm[std::string(orca::kMetricInstanceGone)] = 1;
+  if (no_cgroup) nm[std::string(orca::kMetricInstanceCgroupUnavailable)] = 1;
+  return r;
+}
+
+TEST(CtlFormat, SplitInstanceAndInstanceFileNames) {
+  EXPECT_EQ(split_instance("endpoint.api@pod-1").base, "endpoint.api");
+  EXPECT_EQ(split_instance("endpoint.api@pod-1").instance, "pod-1");
+  EXPECT_EQ(split_instance("endpoint.api").instance, "");
+  EXPECT_EQ(split_instance("node").base, "node");
+  const std::vector<std::string> names = {"endpoint.api@b.orca", "endpoint.api.orca", "endpoint.api@a.orca",
+                                          ".endpoint.api@c.orca.tmp", "endpoint.api2@x.orca", "endpoint.api@.orca",
+                                          "endpoint.api.v2@y.orca", "node.orca", "endpoint.api@d.txt"};
+  EXPECT_EQ(instance_file_names("endpoint.api.orca", names),
+            (std::vector<std::string>{"endpoint.api@a.orca", "endpoint.api@b.orca"}));
+  EXPECT_TRUE(instance_file_names("node.orca", names).empty());
+  EXPECT_TRUE(instance_file_names("endpoint.api@a.orca", names).empty());
+}
+
+TEST(CtlRender, InstanceReportShowsItsCgroupAndNamespace) {
+  const auto lines = render_report("/run/orca/endpoint.api@pod-1.orca", instance_report(kNow - 100, 4026532000), kNow);
+  EXPECT_TRUE(contains(line_with(lines, "cpu_utilization"), "25.0 %")) << joined(lines);
+  EXPECT_TRUE(contains(line_with(lines, "mem_utilization"), "12.5 %")) << joined(lines);
+  EXPECT_TRUE(contains(line_with(lines, "headroom.instance.netns"), "4026532000 (net:[4026532000])")) << joined(lines);
+  EXPECT_FALSE(contains(lines.front(), "STOPPED")) << lines.front();
+
+  const auto gone = render_report("endpoint.api@pod-1.orca", instance_report(kNow - 100, 7, /*gone=*/true), kNow);
+  EXPECT_TRUE(contains(gone.front(), "GONE (the instance stopped serving")) << gone.front();
+  EXPECT_FALSE(contains(gone.front(), "the agent stopped")) << gone.front();
+}
+
+TEST(CtlWatch, InstancesUnderTheirEndpointAndGoneOnesMarked) {
+  std::vector<WatchEntry> entries;
+  entries.push_back({"endpoint.api@pod-b", instance_report(kNow - 100, 2, /*gone=*/true), ""});
+  entries.push_back({"endpoint.api.v2", make_report(kNow - 100, 1, 100, {}), ""});
+  entries.push_back({"endpoint.api@pod-a", instance_report(kNow - 100, 1, false, /*no_cgroup=*/true), ""});
+  entries.push_back({"endpoint.api", make_report(kNow - 100, 1, 100, {}), ""});
+  entries.push_back({"node", node_report(kNow - 100), ""});
+  entries.push_back({"endpoint.web@host", instance_report(kNow - 100, 3), ""});  // its aggregate absent
+  const Table t = build_watch_table(entries, kNow);
+  ASSERT_EQ(t.rows.size(), 6u);
+  std::vector<std::string> scopes;
+  for (const auto& row : t.rows) scopes.push_back(row[0]);
+  EXPECT_EQ(scopes, (std::vector<std::string>{"node", "endpoint.api", "  @pod-a", "  @pod-b", "endpoint.api.v2",
+                                              "endpoint.web@host"}));
+  EXPECT_EQ(t.rows[1][3], "-");       // the aggregate: no machine CPU
+  EXPECT_EQ(t.rows[2][3], "25.0 %");  // an instance: its cgroup's
+  EXPECT_EQ(t.rows[2][4], "-");       // whose memory could not be read
+  EXPECT_EQ(t.rows[2].back(), "ok, cgroup unavailable");
+  EXPECT_EQ(t.rows[3][4], "12.5 %");
+  EXPECT_EQ(t.rows[3].back(), "GONE (stopped serving)");
+  EXPECT_EQ(t.rows[5].back(), "ok");
+}
+
 }  // namespace
 }  // namespace headroom::ctl

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -261,6 +262,51 @@ TEST_F(HeadroomctlCli, UsageErrors) {
     EXPECT_NE(help.out.find(word), std::string::npos) << word << "\n" << help.out;
 }
 
+// An endpoint instance's report: its namespace, and gone when its servers stopped.
+orca::Report instance(uint64_t seq, double cpu, uint64_t netns, bool gone = false) {
+  orca::Report r = report(seq, cpu);
+  auto& nm = *r.mutable_named_metrics();
+  nm[std::string(orca::kMetricInstanceNetns)] = static_cast<double>(netns);
+  if (gone) {
+    nm[std::string(orca::kStoppedKey)] = 1;
+    nm[std::string(orca::kMetricInstanceGone)] = 1;
+  }
+  return r;
+}
+
+TEST_F(HeadroomctlCli, CatInstancesPrintsTheAggregateThenEachInstance) {
+  write_report(dir_, "endpoint.api.orca", report(5, 0.5));
+  write_report(dir_, "endpoint.api@pod-b.orca", instance(5, 0.25, 4026532001, /*gone=*/true));
+  write_report(dir_, "endpoint.api@pod-a.orca", instance(5, 0.125, 4026532000));
+  write_report(dir_, "endpoint.api2@host.orca", instance(5, 0.75, 4026531840));
+  const std::string path = dir_ + "/endpoint.api.orca";
+  CtlRun r = run_ctl({"cat", path, "--instances"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  const auto a = r.out.find(path + ": seq 5");
+  const auto pod_a = r.out.find("\n\n" + dir_ + "/endpoint.api@pod-a.orca: seq 5");
+  const auto pod_b = r.out.find("\n\n" + dir_ + "/endpoint.api@pod-b.orca: seq 5");
+  EXPECT_EQ(a, 0u) << r.out;
+  ASSERT_NE(pod_a, std::string::npos) << r.out;
+  ASSERT_NE(pod_b, std::string::npos) << r.out;
+  EXPECT_LT(pod_a, pod_b) << r.out;
+  EXPECT_NE(r.out.find("4026532000 (net:[4026532000])"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GONE (the instance stopped serving"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("api2"), std::string::npos) << "another endpoint's instance\n" << r.out;
+
+  // JSON: one line each.
+  r = run_ctl({"cat", path, "--instances", "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3) << r.out;
+  EXPECT_NE(r.out.find("\"stale_reason\":\"the instance stopped serving\""), std::string::npos) << r.out;
+
+  // Without the flag, only the file; with it, only an aggregate will do.
+  r = run_ctl({"cat", path});
+  EXPECT_EQ(r.out.find("pod-a"), std::string::npos) << r.out;
+  r = run_ctl({"cat", dir_ + "/endpoint.api@pod-a.orca", "--instances"});
+  EXPECT_EQ(r.status, 64);
+  EXPECT_NE(r.err.find("--instances needs an endpoint's aggregate report"), std::string::npos) << r.err;
+}
+
 // ---------------------------------------------------------------- watch
 
 TEST_F(HeadroomctlCli, WatchPrintsFrames) {
@@ -281,6 +327,23 @@ TEST_F(HeadroomctlCli, WatchPrintsFrames) {
     EXPECT_EQ(f.find(".node.orca.999"), std::string::npos) << f;
     EXPECT_EQ(f.find("\x1b["), std::string::npos) << "no escape codes when not a terminal\n" << f;
   }
+}
+
+TEST_F(HeadroomctlCli, WatchListsInstancesUnderTheirEndpoint) {
+  write_report(dir_, "endpoint.api.orca", report(5, 0.5));
+  write_report(dir_, "endpoint.api@pod-a.orca", instance(5, 0.125, 4026532000));
+  write_report(dir_, "endpoint.api@pod-b.orca", instance(5, 0.25, 4026532001, /*gone=*/true));
+  const CtlRun r = run_ctl({"watch", dir_, "--count", "1", "--interval-ms", "100"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  const auto at = r.out.find("\nendpoint.api ");
+  const auto pod_a = r.out.find("\n  @pod-a ");
+  const auto pod_b = r.out.find("\n  @pod-b ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_NE(pod_a, std::string::npos) << r.out;
+  ASSERT_NE(pod_b, std::string::npos) << r.out;
+  EXPECT_LT(at, pod_a);
+  EXPECT_LT(pod_a, pod_b);
+  EXPECT_NE(r.out.find("GONE (stopped serving)", pod_b), std::string::npos) << r.out;
 }
 
 // watch takes the directory as DIR or, as headroomd and the other commands

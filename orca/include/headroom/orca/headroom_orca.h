@@ -163,6 +163,41 @@ typedef void (*headroom_reader_callback)(void *user, const char *scope);
 HEADROOM_ORCA_API int headroom_reader_set_callback(headroom_reader *reader, headroom_reader_callback callback,
                                                    void *user);
 
+/*
+ * Endpoint instances (docs/orca-files.md, "Instances"): an endpoint's
+ * servers in one network namespace (a pod, or the host) have their own
+ * report, scope "endpoint.<name>@<instance>", which names that namespace in
+ * headroom.instance.netns. These find the instance of `endpoint` (its
+ * [[endpoint]] name) in the calling process's own network namespace
+ * (readlink /proc/self/ns/net), so a server reads its own report without
+ * knowing its pod or how the agent names instances.
+ *
+ * Both copy the scope into buf like snprintf and return its length (>=
+ * buflen means truncated). -ENOENT when no instance file names this
+ * namespace: err says which namespace was looked for and which instance
+ * files exist (the agent has not seen a server of the endpoint in this
+ * namespace yet, or dir is not the agent's report directory). -EINVAL for
+ * NULL arguments or a name that is no endpoint name; another negative errno
+ * when /proc/self/ns/net cannot be read (or, for the first, dir cannot be
+ * listed), with the reason in err.
+ *
+ * headroom_orca_own_instance_scope reads dir once (each instance file).
+ */
+HEADROOM_ORCA_API int headroom_orca_own_instance_scope(const char *dir, const char *endpoint, char *buf,
+                                                       size_t buflen, char *err, size_t errlen);
+
+/*
+ * The same among the scopes `reader` follows, without reading a file. To
+ * follow "my instance", call it after each headroom_reader_process/wait and
+ * headroom_reader_get the scope it gives: the instance's file may appear
+ * after the reader was opened, and when the file it named is removed it names
+ * another instance of this namespace, or returns -ENOENT. A gone instance's
+ * report (its servers stopped listening) is still named; headroom_reader_get
+ * reads it as stale, "the instance stopped serving".
+ */
+HEADROOM_ORCA_API int headroom_reader_own_instance(headroom_reader *reader, const char *endpoint, char *buf,
+                                                   size_t buflen, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

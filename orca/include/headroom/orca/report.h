@@ -31,6 +31,10 @@ struct ReportMetadata {
   uint64_t seq = 0;          // increments on every publish of this scope
   int64_t interval_ms = 0;   // the agent's sampling interval
   bool stopped = false;      // the agent has shut down; values are frozen
+  // An endpoint instance's report (endpoint.<name>@<instance>.orca) whose
+  // servers all stopped listening: headroom.instance.gone = 1, always with
+  // headroom.stopped. The agent runs on; the instance is gone.
+  bool instance_gone = false;
 };
 
 // Reads the headroom metadata; an error names the missing or invalid key.
@@ -64,7 +68,9 @@ struct Staleness {
   std::string reason;   // empty when fresh
 };
 
-// A report is stale when the agent says it stopped, when it lacks metadata, or
+// A report is stale when the agent says it stopped (the reason is "the agent
+// stopped", or "the instance stopped serving" for a gone instance's report),
+// when it lacks metadata, or
 // when it is older than max_intervals sampling intervals (never less than
 // min_age_ms, so very short intervals do not flap). A report from the future by
 // more than that threshold (the clock was stepped back) is stale too.
