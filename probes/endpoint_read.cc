@@ -150,8 +150,10 @@ void EndpointProbe::sum_endpoints() {
 Result<void> EndpointProbe::read_counters() {
   const int fd = bpf_map__fd(skel_->obj->maps.instances);
   const auto ncpu = static_cast<std::size_t>(ncpu_);
-  // Every instance's counters, a batch at a time (kernels 5.6+).
-  constexpr uint32_t kBatch = 64;
+  // Every instance's counters, a batch at a time (kernels 5.6+), the batch
+  // sized so that its buffer stays near 64 KiB whatever the CPU count (a
+  // value is 2.4 KiB per CPU).
+  const auto kBatch = static_cast<uint32_t>(std::clamp<std::size_t>((64u << 10) / (sizeof(hr_inst) * ncpu), 1, 64));
   inst_keys_.resize(kBatch);
   inst_vals_.resize(kBatch * ncpu);
   for (auto& [key, t] : inst_cache_) {

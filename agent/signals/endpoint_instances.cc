@@ -89,7 +89,7 @@ void InstanceTable::add(std::size_t endpoint, uint32_t netns, pid_t pid, int64_t
   i.id = unique_id(endpoint, name_instance(roots_, pid, netns, netns == own_netns_), netns);
   i.window = EndpointWindow(window_);
   i.added_ns = now_ns;
-  i.resources.follow(roots_, pid, netns);
+  i.resources.follow(roots_, pid, netns, now_ns);
   i.resources.sample(roots_, now_ns);
   if (!i.resources.unavailable().empty())
     spdlog::warn("endpoint \"{}\" instance \"{}\": its cgroup cannot be read ({}); its report carries "
@@ -144,7 +144,7 @@ void InstanceTable::sample(const probes::EndpointSnapshot* prev, const probes::E
                    endpoints_[i.endpoint].name, i.id);
     i.serving = serving;
     i.gone_ns = serving ? 0 : (i.gone_ns != 0 ? i.gone_ns : now_ns);
-    if (serving && l && l->pid > 0) i.resources.follow(roots_, l->pid, i.netns);
+    if (serving && l && l->pid > 0) i.resources.follow(roots_, l->pid, i.netns, now_ns);
     const bool was_read = i.resources.unavailable().empty();
     i.resources.sample(roots_, now_ns);
     if (was_read && !i.resources.unavailable().empty())

@@ -21,8 +21,18 @@ Result<std::string> read_text(const std::string& path) {
 
 }  // namespace
 
-void InstanceResources::follow(const ResourceRoots& roots, pid_t pid, uint32_t netns) {
-  if (pid == pid_ && probe_) return;
+void InstanceResources::follow(const ResourceRoots& roots, pid_t pid, uint32_t netns, int64_t now_ns) {
+  if (pid == pid_ && probe_ && now_ns - followed_ns_ < kRecheckNs) return;
+  const bool same = pid == pid_ && probe_;
+  followed_ns_ = now_ns;
+  if (same) {
+    // The same process, looked at again: only a cgroup that changed is reopened.
+    std::ifstream in(roots.proc_root + "/" + std::to_string(pid) + "/cgroup");
+    std::ostringstream text;
+    text << in.rdbuf();
+    auto groups = probes::parse_proc_cgroup(text.str());
+    if (groups && probes::controller_path(*groups, roots.version, "cpu").value_or(path_) == path_) return;
+  }
   pid_ = pid;
   probe_.reset();
   prev_.reset();

@@ -29,8 +29,11 @@ class InstanceResources {
  public:
   // Follows the cgroup of `pid`, a server process of the instance whose
   // network namespace is `netns`: a pid that is gone or now in another
-  // namespace (reused) leaves the cgroup unread, and says why.
-  void follow(const ResourceRoots& roots, pid_t pid, uint32_t netns);
+  // namespace (reused) leaves the cgroup unread, and says why. The same pid
+  // is looked at again every kRecheckNs (a process moved to another
+  // cgroup after it started listening is followed there).
+  void follow(const ResourceRoots& roots, pid_t pid, uint32_t netns, int64_t now_ns);
+  static constexpr int64_t kRecheckNs = 5'000'000'000;
   // Reads the cgroup at now_ns: cpu() is the usage since the previous read
   // over the cgroup's capacity, smoothed as the node's cpu signal is
   // (nullopt on the first read and while it cannot be read); memory() its
@@ -47,6 +50,7 @@ class InstanceResources {
 
  private:
   pid_t pid_ = 0;
+  int64_t followed_ns_ = 0;
   std::string path_;
   std::unique_ptr<probes::CgroupProbe> probe_;  // (a pointer: the instance table moves its rows)
   std::optional<probes::CgroupCpuReading> prev_;

@@ -256,6 +256,29 @@ class Instances(unittest.TestCase):
         self.assertEqual(agent.proc.err().count("more than agent.endpoint_instances = 1 instances"), 1,
                          tail(agent.proc.err()))
 
+    def test_an_oob_listener_inside_each_pod_serves_that_pods_report(self):
+        a, b = self.pods()
+        oob_port = free_port()
+        agent = Agent(self, self.tmp, self.port, extra=f"[oob]\ninstance_listen = \"127.0.0.1:{oob_port}\"\n")
+        a.start_server(self.port, "--delay", "/=1ms")
+        b.start_server(self.port, "--delay", "/=1ms")
+        a.run("load-a", [harness.TEST_LOAD, "--port", self.port, "--rate", 200, "--duration", "10s"])
+        b.run("load-b", [harness.TEST_LOAD, "--port", self.port, "--rate", 40, "--duration", "10s"])
+        wait_until(lambda: agent.instances() == ["hr-inst-a", "hr-inst-b"], 10, "both instance reports")
+        time.sleep(4)
+        for pod, rate in ((a, 200), (b, 40)):
+            out = subprocess.run(["ip", "netns", "exec", pod.name, sys.executable,
+                                  os.path.join(HERE, "..", "oob", "orca_oob.py"), f"127.0.0.1:{oob_port}",
+                                  "--count", "2", "--timeout", "5"], capture_output=True, text=True, timeout=20)
+            self.assertIn("after --count 2", out.stdout + out.stderr, out.stderr + tail(agent.proc.err()))
+            lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+            self.assertTrue(lines, out.stdout + out.stderr)
+            seen = json.loads(lines[-1])["report"]
+            figure(f"OOB inside {pod.name}: rps {seen.get('rps_fractional', 0):.1f} (its load {rate}/s)")
+            self.assertEqual(int(seen["named_metrics"]["headroom.instance.netns"]),
+                             os.stat(f"/run/netns/{pod.name}").st_ino, seen)
+            self.assertLess(abs(seen.get("rps_fractional", 0) - rate), 0.15 * rate, seen)
+
     def test_a_cgroup_that_disappears_is_said_and_never_reads_idle(self):
         a, _ = self.pods()
         agent = Agent(self, self.tmp, self.port)

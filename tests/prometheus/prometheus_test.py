@@ -101,6 +101,8 @@ class Exposition:
             self.samples.append((m.group(1), labels, float(m.group(3)), m.group(4)))
 
     def find(self, name, **labels):
+        """Samples with these labels; an endpoint's instances' series (endpoint_instance) only when asked for."""
+        labels.setdefault("endpoint_instance", None)
         return [s for s in self.samples if s[0] == name and all(s[1].get(k) == v for k, v in labels.items())]
 
     def value(self, name, **labels):
@@ -449,7 +451,7 @@ class PrometheusTest(unittest.TestCase):
         self.addCleanup(monitor.stop)
         prom = Prometheus(self, self.tmp, agent.port)
         prom.wait_ready()
-        web = '{job="headroom",endpoint="web"}'
+        web = '{job="headroom",endpoint_instance="",endpoint="web"}'
         h = "headroom_endpoint_request_duration_seconds"
 
         def scrapes():
@@ -484,13 +486,13 @@ class PrometheusTest(unittest.TestCase):
                  lambda r: r.get("cpu_utilization", 0.0)),
                 ('headroom_memory_utilization_ratio{job="headroom",scope="node"}', node,
                  lambda r: r.get("mem_utilization", 0.0)),
-                ('headroom_utilization_ratio{job="headroom",scope="endpoint",endpoint="web",signal="concurrency"}',
+                ('headroom_utilization_ratio{job="headroom",scope="endpoint",endpoint_instance="",endpoint="web",signal="concurrency"}',
                  endpoint, lambda r: r["utilization"]["concurrency"]),
-                ('headroom_utilization_ratio{job="headroom",scope="endpoint",endpoint="web",signal="latency.slo_target"}',
+                ('headroom_utilization_ratio{job="headroom",scope="endpoint",endpoint_instance="",endpoint="web",signal="latency.slo_target"}',
                  endpoint, lambda r: r["utilization"].get("latency.slo_target", 0.0)),
-                ('headroom_application_utilization_ratio{job="headroom",scope="endpoint",endpoint="web"}', endpoint,
+                ('headroom_application_utilization_ratio{job="headroom",scope="endpoint",endpoint_instance="",endpoint="web"}', endpoint,
                  lambda r: r.get("application_utilization", 0.0)),
-                ('headroom_endpoint_requests_in_flight{job="headroom",endpoint="web"}', endpoint,
+                ('headroom_endpoint_requests_in_flight{job="headroom",endpoint_instance="",endpoint="web"}', endpoint,
                  lambda r: r["named_metrics"].get("headroom.inflight", 0.0)),
             ]
             matches = []
@@ -531,10 +533,16 @@ class PrometheusTest(unittest.TestCase):
             self.assertLessEqual(abs(rate - 200) / 200, 0.10, f"rate {rate}")
             self.assertEqual(prom.scalar(f"headroom_endpoint_errors_total{web}"), 0)
 
+        with self.subTest("the endpoint's host instance has its own series"):
+            inst = prom.scalar('rate(headroom_endpoint_requests_total{job="headroom",endpoint="web",'
+                               'endpoint_instance="host"}[10s])')
+            figure(f"case 1: the host instance's rate {inst:.1f}/s")
+            self.assertLessEqual(abs(inst - 200) / 200, 0.10, f"instance rate {inst}")
+
         with self.subTest("SLO as configured"):
-            self.assertEqual(prom.scalar('headroom_endpoint_slo_seconds{job="headroom",endpoint="web",slo="target"}'),
+            self.assertEqual(prom.scalar('headroom_endpoint_slo_seconds{job="headroom",endpoint_instance="",endpoint="web",slo="target"}'),
                              0.01)
-            self.assertEqual(prom.scalar('headroom_endpoint_slo_seconds{job="headroom",endpoint="web",slo="max"}'), 0.5)
+            self.assertEqual(prom.scalar('headroom_endpoint_slo_seconds{job="headroom",endpoint_instance="",endpoint="web",slo="max"}'), 0.5)
 
         with self.subTest("counters only rise"):
             for name in ("headroom_endpoint_requests_total", "headroom_endpoint_errors_total",
@@ -555,8 +563,8 @@ class PrometheusTest(unittest.TestCase):
             self.assertTrue(9 <= ticks <= 11, f"ticks per second {ticks}")
 
         with self.subTest("histogram: +Inf == _count == requests_total, cumulative buckets"):
-            for expr in (f'{h}_bucket{{job="headroom",le="+Inf"}} - ignoring(le) {h}_count{{job="headroom"}}',
-                         f'{h}_count{{job="headroom"}} - headroom_endpoint_requests_total{{job="headroom"}}'):
+            for expr in (f'{h}_bucket{{job="headroom",endpoint_instance="",le="+Inf"}} - ignoring(le) {h}_count{{job="headroom",endpoint_instance=""}}',
+                         f'{h}_count{{job="headroom",endpoint_instance=""}} - headroom_endpoint_requests_total{{job="headroom",endpoint_instance=""}}'):
                 series = prom.range(expr, seconds=10, step=1)
                 self.assertEqual(len(series), 1, f"{expr}: {series}")
                 self.assertTrue(all(v == 0 for _, v in series[0][1]), f"{expr}: {series[0][1]}")

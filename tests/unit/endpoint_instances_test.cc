@@ -208,6 +208,24 @@ TEST(EndpointInstances, ACgroupThatCannotBeReadIsSaidUntilTheServerIsFoundAgain)
   EXPECT_EQ(t.instances()[0].resources.path(), "/pod-b");
 }
 
+TEST(EndpointInstances, AServerMovedToAnotherCgroupIsFollowedThereWithinTheRecheck) {
+  Fixture f;
+  InstanceTable t(f.config, f.roots);
+  const std::vector<probes::ListenerState> a{{kNetA, 8080, 100, 1}};
+  auto s0 = snapshot(0, a);
+  t.sample(nullptr, s0, 0, kNoForget);
+  EXPECT_EQ(t.instances()[0].resources.path(), "/pod-a");
+  f.dir.write("proc/100/cgroup", "4:memory:/pod-b\n2:cpuacct:/pod-b\n1:cpu:/pod-b\n");
+  auto s1 = snapshot(kSec, a);
+  t.sample(&s0, s1, kSec, kNoForget);
+  EXPECT_EQ(t.instances()[0].resources.path(), "/pod-a") << "not looked at again before the recheck";
+  const int64_t later = InstanceResources::kRecheckNs + kSec;
+  auto s2 = snapshot(later, a);
+  t.sample(&s1, s2, later, kNoForget);
+  EXPECT_EQ(t.instances()[0].resources.path(), "/pod-b");
+  EXPECT_EQ(t.instances()[0].resources.unavailable(), "");
+}
+
 TEST(InstanceReport, ItsOwnCpuTheFloorItsNamespaceAndWhenItIsGone) {
   const EndpointConfig e{"web", 8080, "", 20ms, 200ms, 0, EndpointProtocol::http1};
   EndpointSignals s;
