@@ -35,7 +35,9 @@ Result<void> make_directories(const std::string& path, mode_t mode) {
       return system_error(errno, "cannot create directory " + partial);
     struct stat st{};
     if (::stat(partial.c_str(), &st) != 0) return system_error(errno, "cannot create directory " + partial);
-    if (!S_ISDIR(st.st_mode)) return logic_error("cannot create directory " + path + ": " + partial + " is not a directory");
+    // ENOTDIR, as the kernel says it: whether a write or this finds the file
+    // first depends on timing, and the two must read alike.
+    if (!S_ISDIR(st.st_mode)) return system_error(ENOTDIR, "cannot create directory " + path + ": " + partial);
   }
   return {};
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -184,6 +185,36 @@ TEST(OrcaDirLock, ADirectoryThatReplacedOursIsLockedBeforeItIsWrittenInto) {
             std::string::npos)
       << r.error().message;
   EXPECT_EQ(entries(dir), std::vector<std::string>{".headroomd.lock"});
+}
+
+// A file where the directory was: whether the write or the attempt to make
+// the directory again finds it first is a matter of timing, and both must
+// say it the same way (ENOTDIR, "Not a directory"), since the failure is
+// logged once, by its first message.
+TEST(OrcaDirLock, AFileWhereTheDirectoryWasIsNotADirectoryWhicheverStepFindsIt) {
+  TempDir tmp;
+  const std::string dir = tmp / "orca";
+  const auto put_a_file_there = [&] {
+    fs::remove_all(dir);
+    int fd = ::open(dir.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+  };
+  put_a_file_there();
+  auto made = make_directories(dir);
+  ASSERT_FALSE(made);
+  EXPECT_EQ(made.error().code, ENOTDIR);
+  EXPECT_NE(made.error().message.find(dir + ": Not a directory"), std::string::npos) << made.error().message;
+
+  fs::remove(dir);
+  auto pub = OrcaDirPublisher::open(dir);
+  ASSERT_TRUE(pub);
+  ASSERT_TRUE(pub->publish("node", sample_report(1)));
+  put_a_file_there();
+  auto r = pub->publish("node", sample_report(2));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ENOTDIR) << r.error().message;
+  EXPECT_NE(r.error().message.find("Not a directory"), std::string::npos) << r.error().message;
 }
 
 TEST(OrcaDirLock, ARemovedLockFileIsTakenAgainBeforeASecondAgentCanGetIn) {
