@@ -21,7 +21,10 @@ must publish endpoint.web@<pod>.orca for each:
   - agent.endpoint_instances = 1 with two pods: one instance report, one
     warning, the aggregate still counts both;
   - a pod whose cgroup disappears under its server: one log line, the report
-    stays valid and never reads a utilization of 0.
+    stays valid and never reads a utilization of 0;
+  - a pod whose cgroup has no memory controller (v1: cpu and cpuacct only;
+    v2: a parent that hands down cpu only): its own CPU all the same, no
+    cgroup error.
 
 Needs root (eBPF, namespaces, cgroups); without it it skips (exit 77), saying
 why; with CI=true a skip is a failure.
@@ -54,17 +57,27 @@ def cgroup_v2():
 class Pod:
     """A network namespace with its loopback up and a cgroup of its own."""
 
-    def __init__(self, case, tmp, name, quota_cpus=None):
+    def __init__(self, case, tmp, name, quota_cpus=None, memory=True):
         self.case, self.tmp, self.name = case, tmp, name
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
         subprocess.run(["ip", "netns", "add", name], check=True)
         case.addCleanup(lambda: subprocess.run(["ip", "netns", "del", name], capture_output=True))
         subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-        self.dirs = [os.path.join(CGROOT, name)] if cgroup_v2() else \
-            [os.path.join(CGROOT, c, name) for c in ("cpu", "cpuacct", "memory")]
+        if cgroup_v2():
+            # Without memory: a parent that hands its children the cpu controller only.
+            parent = CGROOT if memory else os.path.join(CGROOT, name + "-cpuonly")
+            if not memory:
+                os.makedirs(parent, exist_ok=True)
+                with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
+                    f.write("+cpu")
+            self.dirs = [os.path.join(parent, name)]
+        else:
+            self.dirs = [os.path.join(CGROOT, c, name) for c in ("cpu", "cpuacct") + (("memory",) if memory else ())]
         for d in self.dirs:
             os.makedirs(d, exist_ok=True)
         case.addCleanup(self.remove_cgroups)
+        if cgroup_v2() and not memory:
+            case.addCleanup(lambda: os.rmdir(os.path.dirname(self.dirs[0])))
         self.capacity = os.cpu_count()
         if quota_cpus is not None:
             if cgroup_v2():
@@ -81,7 +94,7 @@ class Pod:
             try:
                 with open(os.path.join(d, "cgroup.procs")) as f:
                     pids = f.read().split()
-                root = os.path.dirname(d)
+                root = CGROOT if cgroup_v2() else os.path.dirname(d)
                 for pid in pids:
                     with open(os.path.join(root, "cgroup.procs"), "w") as f:
                         f.write(pid)
@@ -278,6 +291,26 @@ class Instances(unittest.TestCase):
             self.assertEqual(int(seen["named_metrics"]["headroom.instance.netns"]),
                              os.stat(f"/run/netns/{pod.name}").st_ino, seen)
             self.assertLess(abs(seen.get("rps_fractional", 0) - rate), 0.15 * rate, seen)
+
+    def test_a_pod_whose_cgroup_has_no_memory_controller_still_has_its_own_cpu(self):
+        pod = Pod(self, self.tmp, "hr-inst-nomem", quota_cpus=0.5, memory=False)
+        agent = Agent(self, self.tmp, self.port)
+        pod.start_server(self.port, "--delay", "/=1ms", "--cpu", "/=2ms")
+        load = pod.run("load-nomem", [harness.TEST_LOAD, "--port", self.port, "--rate", 100, "--duration", "10s"])
+        wait_until(lambda: agent.instances() == ["hr-inst-nomem"], 10, "the instance report")
+        time.sleep(3)
+        usage0, t0 = pod.cpu_usage_s(), time.monotonic()
+        time.sleep(3)
+        r = agent.report("endpoint.web@hr-inst-nomem")
+        cgroup_cpu = (pod.cpu_usage_s() - usage0) / (time.monotonic() - t0) / pod.capacity
+        figure(f"no memory controller: cpu {r.get('cpu_utilization', 0):.3f} (cgroup {cgroup_cpu:.3f}), mem "
+               f"{r.get('mem_utilization')}, application {r.get('application_utilization', 0):.3f}")
+        self.assertLess(abs(r.get("cpu_utilization", 0) - cgroup_cpu), 0.05, (r, cgroup_cpu))
+        self.assertGreater(r.get("application_utilization", 0), 0, r)
+        self.assertGreaterEqual(r.get("application_utilization", 0), r.get("cpu_utilization", 0), r)
+        self.assertNotIn("headroom.instance.cgroup_unavailable", r["named_metrics"], r)
+        self.assertNotIn("cannot be read", agent.proc.err(), tail(agent.proc.err()))
+        load.wait(30)
 
     def test_a_cgroup_that_disappears_is_said_and_never_reads_idle(self):
         a, _ = self.pods()
