@@ -313,7 +313,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> lines;
   double rate = 0;
   std::vector<std::string> over_texts;
-  std::string latencies_file;
+  std::string latencies_file, completions_file;
   app.add_option("--port", port, "Server port")->required()->check(CLI::Range(1, 65535));
   app.add_option("--host", host, "Server host")->capture_default_str();
   app.add_option("--mode", mode, "Protocol")->check(CLI::IsMember({"http", "line"}))->capture_default_str();
@@ -330,6 +330,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--over", over_texts, "Latency threshold, repeatable, e.g. 10ms: reports the share of requests above");
   app.add_option("--latencies-file", latencies_file, "Write every latency (us) to this file, one per line");
+  app.add_option("--completions-file", completions_file,
+                 "Write every completion to this file, one per line: its CLOCK_MONOTONIC time (ns) and its latency (us), "
+                 "so that a test can take the share of any window");
   CLI11_PARSE(app, argc, argv);
 
   Plan plan;
@@ -413,6 +416,18 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (const auto& s : samples) std::fprintf(f, "%s\n", us(s.latency_ns).c_str());
+    std::fclose(f);
+  }
+  if (!completions_file.empty()) {
+    std::FILE* f = std::fopen(completions_file.c_str(), "w");
+    if (f == nullptr) {
+      std::perror(("hr-test-load: " + completions_file).c_str());
+      return 1;
+    }
+    // steady_clock is CLOCK_MONOTONIC: the same clock as every other process's.
+    const int64_t start_ns = std::chrono::duration_cast<nanoseconds>(plan.start.time_since_epoch()).count();
+    for (const auto& s : samples)
+      std::fprintf(f, "%lld %s\n", static_cast<long long>(start_ns + s.done_ns), us(s.latency_ns).c_str());
     std::fclose(f);
   }
 
