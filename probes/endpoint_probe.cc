@@ -29,6 +29,7 @@
 
 #include "probes/endpoint_skeleton.h"
 #include "probes/instance.h"
+#include "probes/own_pid.h"
 
 namespace headroom::probes {
 
@@ -181,9 +182,11 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   std::string failures = plan.skipped;
   int last_err = plan.skipped_err;
   std::optional<std::vector<pid_t>> servers;  // scanned once, whichever set loads
+  EndpointProbeOptions resolved = options;
+  if (resolved.self == 0) resolved.self = own_pid(resolved.proc_root).pid;
   for (const ProgramSetRow* row : plan.tries) {
     g_libbpf_log.clear();
-    auto attempt = p->load_row(*row, byte_ports, options, servers);
+    auto attempt = p->load_row(*row, byte_ports, resolved, servers);
     if (!attempt) return attempt.error();
     if (attempt->err == 0) break;
     last_err = attempt->err;
@@ -228,7 +231,7 @@ Result<EndpointProbe::Attempt> EndpointProbe::load_row(const ProgramSetRow& row,
       bpf_map__set_max_entries(m, 1);
   if (!row.sockets) bpf_map__set_max_entries(skel->obj->maps.requests, 1);
   if (!has_http2_) bpf_map__set_max_entries(skel->obj->maps.h2conns, 1);
-  skel->obj->rodata->self_tgid = static_cast<__u32>(options.self != 0 ? options.self : ::getpid());
+  skel->obj->rodata->self_tgid = static_cast<__u32>(options.self);
   if (const int err = endpoint_bpf__load(skel->obj); err != 0) return Attempt{-err, false};
   skel_ = std::move(skel);
   if (auto r = fill_maps(row, byte_ports); !r) return r.error();
@@ -358,7 +361,8 @@ std::vector<pid_t> EndpointProbe::existing_servers(const std::vector<EndpointSpe
   while (dirent* d = ::readdir(proc)) {
     char* end = nullptr;
     const unsigned long pid = std::strtoul(d->d_name, &end, 10);
-    if (end == d->d_name || *end != '\0') continue;
+    // Not headroomd: a reload's new probe finds its listeners (Prometheus, OOB) open.
+    if (end == d->d_name || *end != '\0' || static_cast<pid_t>(pid) == options.self) continue;
     const std::string fd_dir = options.proc_root + "/" + d->d_name + "/fd";
     DIR* fds = ::opendir(fd_dir.c_str());
     if (!fds) continue;

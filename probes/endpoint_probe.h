@@ -47,7 +47,9 @@ struct EndpointSpec {
 struct EndpointProbeOptions {
   std::string proc_root = "/proc";  // for the start-up scan of existing servers
   std::string sys_root = "/sys";    // for /sys/kernel/btf/vmlinux
-  pid_t self = 0;                   // never traced; 0: getpid()
+  // Never traced: the kernel's PID of this process; 0: own_pid(proc_root)
+  // (probes/own_pid.h), not getpid(), which a PID namespace renumbers.
+  pid_t self = 0;
   ProgramSet programs = ProgramSet::automatic;  // which rows of program_set.h to try
   // Instances counted apart per endpoint (agent.endpoint_instances); the
   // requests of those past it count in the endpoint's overflow instance
@@ -210,7 +212,8 @@ class EndpointProbe {
   // HTTP/2 connections: their streams in flight, one call of account each.
   Result<void> walk_h2_streams(uint64_t now_ns, const std::function<void(const hr_inflight&)>& account,
                                EndpointSnapshot& out);
-  // Servers that were running before headroomd (the procs map's first entries).
+  // Servers that were running before headroomd (the procs map's first
+  // entries); options.self is never one of them.
   static std::vector<pid_t> existing_servers(const std::vector<EndpointSpec>& endpoints,
                                              const EndpointProbeOptions& options);
 

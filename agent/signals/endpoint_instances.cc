@@ -54,7 +54,10 @@ InstanceTable::InstanceTable(const Config& config, ResourceRoots roots)
       grace_(config.instance_grace),
       roots_(std::move(roots)),
       warned_full_(config.endpoints.size(), false) {
-  if (auto ns = probes::netns_of(roots_.proc_root, ::getpid()); ns) own_netns_ = *ns;
+  // roots_.self, not getpid(): in a PID namespace of its own getpid() names
+  // another process of proc_root (PID 1 of the node, say).
+  if (roots_.self > 0)
+    if (auto ns = probes::netns_of(roots_.proc_root, roots_.self); ns) own_netns_ = *ns;
 }
 
 EndpointInstance* InstanceTable::find(std::size_t endpoint, uint32_t netns) {

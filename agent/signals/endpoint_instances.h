@@ -51,6 +51,7 @@ class InstanceTable {
   const std::vector<EndpointInstance>& instances() const { return instances_; }
   // How many instances were refused by agent.endpoint_instances (since start).
   uint64_t refused() const { return refused_; }
+  const ResourceRoots& roots() const { return roots_; }
 
  private:
   EndpointInstance* find(std::size_t endpoint, uint32_t netns);

@@ -4,12 +4,14 @@
 #include "agent/signals/normalize.h"
 #include "headroom/orca/clock.h"
 #include "probes/host.h"
+#include "probes/own_pid.h"
 
 #include <spdlog/spdlog.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -17,6 +19,16 @@
 namespace headroom::agent {
 
 namespace {
+
+// This process's PID as the kernel sees it, from proc_root: what the probe
+// never traces and whose network namespace is the "host" instance. Why it
+// may be wrong is said once per process, not at each reload.
+pid_t own_pid(const std::string& proc_root) {
+  static std::atomic<bool> warned{false};
+  probes::OwnPid own = probes::own_pid(proc_root);
+  if (!own.warning.empty() && !warned.exchange(true)) spdlog::warn("{}", own.warning);
+  return own.pid;
+}
 
 ResourceRoots resource_roots(const Config& config) {
   ResourceRoots r;
@@ -27,6 +39,7 @@ ResourceRoots resource_roots(const Config& config) {
   r.host_ncpu = ncpu > 0 ? static_cast<unsigned>(ncpu) : 1;
   if (auto m = probes::MemInfoProbe(config.proc_root).read(); m) r.host_memory_bytes = m->total_bytes;
   r.alpha = ewma_alpha(config.interval.count(), config.smoothing.count());
+  if (!config.endpoints.empty()) r.self = own_pid(config.proc_root);
   return r;
 }
 
@@ -61,6 +74,7 @@ EndpointSampler::EndpointSampler(const Config& config) : instances_(config, reso
   options.proc_root = config.proc_root;
   options.sys_root = config.sys_root;
   options.instance_bound = config.endpoint_instances;
+  options.self = instances_.roots().self;
   // HEADROOM_EBPF_PROGRAMS=sockets|syscalls|raw restricts the program set:
   // for tests, benchmarks and diagnosing a kernel.
   if (const char* set = std::getenv("HEADROOM_EBPF_PROGRAMS")) {

@@ -23,6 +23,7 @@ struct ResourceRoots {
   unsigned host_ncpu = 0;             // the host's CPUs (a cgroup without a quota may use them all)
   uint64_t host_memory_bytes = 0;     // MemTotal: what a cgroup without a memory limit is measured against
   double alpha = 1;                   // the EWMA the node's signals get (agent.smoothing); 1: none
+  pid_t self = 0;  // this process, as the kernel numbers it (probes/own_pid.h); 0: not known
 };
 
 class InstanceResources {

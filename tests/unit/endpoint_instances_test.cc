@@ -97,6 +97,20 @@ TEST(EndpointInstances, ListenersMakeInstancesNamedByTheirCgroups) {
   EXPECT_TRUE(other.instances().empty());
 }
 
+// roots.self is the agent's PID in proc_root (the kernel's, not getpid()):
+// the namespace of that process is the "host" instance.
+TEST(EndpointInstances, TheNamespaceOfRootsSelfIsHost) {
+  Fixture f;
+  f.roots.self = 300;
+  f.pod(300, kNetA, "agent", "-1");
+  InstanceTable t(f.config, f.roots);
+  t.sample(nullptr, snapshot(0, {{kNetA, 8080, 100, 1}, {kNetB, 8080, 200, 1}}), 0, kNoForget);
+  ASSERT_EQ(t.instances().size(), 2u);
+  EXPECT_EQ(t.instances()[0].id, "host");
+  EXPECT_EQ(t.instances()[0].netns, kNetA);
+  EXPECT_EQ(t.instances()[1].id, "pod-b");
+}
+
 TEST(EndpointInstances, EachInstanceCountsItsOwnRequestsAndItsOwnCgroupsCpu) {
   Fixture f;
   InstanceTable t(f.config, f.roots);
