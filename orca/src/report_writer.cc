@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,9 +21,38 @@ bool valid_name(std::string_view name) {
 }
 
 // Checking that the directory path still names the directory we hold costs a
-// path walk; a removed directory is noticed at once anyway (creating a file in
-// it fails with ENOENT), so only a directory renamed away waits for this.
+// path walk (statx, about as much as stat); a removed directory is noticed at
+// once anyway (creating a file in it fails with ENOENT), so only a directory
+// renamed away or a mount over it waits for this.
 constexpr unsigned kDirectoryCheckEvery = 16;
+
+// A directory as statx sees it, with the mount it is seen through when the
+// kernel says (STATX_MNT_ID, Linux 5.8): a bind mount of the directory over
+// itself keeps its device and inode, only the mount differs.
+struct Seen {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::uint64_t mnt_id = 0;
+  bool has_mnt_id = false;
+  bool is_dir = false;
+};
+
+// statx of `path` (with AT_EMPTY_PATH and "": of `dirfd` itself).
+bool look(int dirfd, const char* path, int flags, Seen& out) {
+  struct statx sx{};
+  if (::statx(dirfd, path, flags, STATX_TYPE | STATX_INO | STATX_MNT_ID, &sx) != 0) return false;
+  out.dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+  out.ino = sx.stx_ino;
+  out.is_dir = (sx.stx_mask & STATX_TYPE) != 0 && S_ISDIR(sx.stx_mode);
+  out.has_mnt_id = (sx.stx_mask & STATX_MNT_ID) != 0;
+  out.mnt_id = sx.stx_mnt_id;
+  return true;
+}
+
+bool read_only_mount(int fd) {
+  struct statvfs sv{};
+  return ::fstatvfs(fd, &sv) == 0 && (sv.f_flag & ST_RDONLY) != 0;
+}
 
 // Returns 0 or the errno of the failed write.
 int write_all(int fd, std::string_view bytes) {
@@ -73,10 +104,11 @@ bool is_temporary_name_with_suffix(std::string_view entry, std::string_view suff
 
 ReportFileWriter::ReportFileWriter(std::string dir, int dirfd, WriterOptions options)
     : dir_(std::move(dir)), dirfd_(dirfd), options_(options), tmp_suffix_("." + std::to_string(::getpid()) + ".tmp") {
-  struct stat st{};
-  if (::fstat(dirfd_, &st) == 0) {
-    dev_ = st.st_dev;
-    ino_ = st.st_ino;
+  if (Seen held; look(dirfd_, "", AT_EMPTY_PATH, held)) {
+    dev_ = held.dev;
+    ino_ = held.ino;
+    mnt_id_ = held.mnt_id;
+    has_mnt_id_ = held.has_mnt_id;
   }
 }
 
@@ -87,7 +119,8 @@ Result<ReportFileWriter> ReportFileWriter::open(std::string dir, WriterOptions o
 }
 
 ReportFileWriter::ReportFileWriter(ReportFileWriter&& o) noexcept
-    : dir_(std::move(o.dir_)), dirfd_(o.dirfd_), dev_(o.dev_), ino_(o.ino_), options_(o.options_),
+    : dir_(std::move(o.dir_)), dirfd_(o.dirfd_), dev_(o.dev_), ino_(o.ino_), mnt_id_(o.mnt_id_),
+      has_mnt_id_(o.has_mnt_id_), options_(o.options_),
       buffer_(std::move(o.buffer_)), tmp_name_(std::move(o.tmp_name_)),
       final_name_(std::move(o.final_name_)), tmp_suffix_(std::move(o.tmp_suffix_)),
       on_new_directory_(std::move(o.on_new_directory_)), writes_(o.writes_),
@@ -102,6 +135,8 @@ ReportFileWriter& ReportFileWriter::operator=(ReportFileWriter&& o) noexcept {
     dirfd_ = o.dirfd_;
     dev_ = o.dev_;
     ino_ = o.ino_;
+    mnt_id_ = o.mnt_id_;
+    has_mnt_id_ = o.has_mnt_id_;
     options_ = o.options_;
     buffer_ = std::move(o.buffer_);
     tmp_name_ = std::move(o.tmp_name_);
@@ -124,14 +159,40 @@ ReportFileWriter::~ReportFileWriter() {
 // The directory may be deleted and recreated under us (someone cleaned /run/orca);
 // a descriptor to the old one would publish into a directory nobody can see.
 Result<void> ReportFileWriter::ensure_directory_current() {
-  struct stat st{};
-  if (::stat(dir_.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_dev == dev_ && st.st_ino == ino_) return {};
+  Seen now;
+  if (look(AT_FDCWD, dir_.c_str(), 0, now) && now.is_dir && now.dev == dev_ && now.ino == ino_) {
+    if (!now.has_mnt_id || !has_mnt_id_ || now.mnt_id == mnt_id_) return {};
+    // Our own directory, through another mount: one bound over the path.
+    // Read-only, it says nothing may be written there; our descriptor is on
+    // the writable mount beneath and would write on regardless.
+    struct statvfs seen{};
+    if (::statvfs(dir_.c_str(), &seen) == 0 && (seen.f_flag & ST_RDONLY) != 0)
+      return system_error(EROFS, dir_ + " is now a read-only mount (a bind mount over the report directory): "
+                                        "not writing beneath it; unmount it or remount it read-write");
+    // Read-write, readers see what we write through our own descriptor: keep
+    // it, so as not to hold the other mount open (umount would fail with
+    // EBUSY); unless ours is the read-only one.
+    if (!read_only_mount(dirfd_)) return {};
+  }
+  return adopt_directory();
+}
+
+// Moves the writer to the directory the path names now.
+Result<void> ReportFileWriter::adopt_directory() {
   int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return system_error(errno, "open directory " + dir_);
-  if (::fstat(fd, &st) != 0) {
+  Seen now;
+  if (!look(fd, "", AT_EMPTY_PATH, now)) {
     int e = errno;
     ::close(fd);
     return system_error(e, "stat directory " + dir_);
+  }
+  // Held open, a read-only mount could not be unmounted; nothing could be
+  // written into it anyway.
+  if (read_only_mount(fd)) {
+    ::close(fd);
+    return system_error(EROFS, "the directory now at " + dir_ + " is on a read-only mount: not publishing into it "
+                               "until it is unmounted or remounted read-write");
   }
   if (on_new_directory_) {
     if (auto hooked = on_new_directory_(fd); !hooked) {
@@ -141,8 +202,10 @@ Result<void> ReportFileWriter::ensure_directory_current() {
   }
   ::close(dirfd_);
   dirfd_ = fd;
-  dev_ = st.st_dev;
-  ino_ = st.st_ino;
+  dev_ = now.dev;
+  ino_ = now.ino;
+  mnt_id_ = now.mnt_id;
+  has_mnt_id_ = now.has_mnt_id;
   return {};
 }
 

@@ -6,7 +6,8 @@
 
 Each case starts the built headroomd (interval 100 ms, no eBPF) on a
 directory of its own and breaks that directory for real: a tiny tmpfs that
-fills up (ENOSPC), a read-only remount (EROFS), the directory removed, the
+fills up (ENOSPC), a read-only remount (EROFS), a read-only bind mount over the
+directory (EROFS; a read-write one changes nothing), the directory removed, the
 directory replaced by a regular file, the directory made unwritable (0555,
 the daemon running as nobody: root ignores modes), temporary names planted by
 someone else (a file, a directory with entries, a symlink to a file outside),
@@ -277,6 +278,32 @@ def mount_tmpfs(case, path, size):
     case.addCleanup(unmount)
 
 
+def bind_mount(case, path):
+    """path bound over itself; returns the umount that clears it."""
+    subprocess.run(["mount", "--bind", path, path], check=True)
+    harness.LIVE_MOUNTS.append(path)
+
+    def unmount():
+        # EBUSY while a file is open through the mount (the reader's, a
+        # moment at a time): again. Never lazily: a mount the agent holds
+        # open must fail the case.
+        for _ in range(200):
+            r = subprocess.run(["umount", path], capture_output=True, text=True)
+            if r.returncode == 0:
+                harness.LIVE_MOUNTS.remove(path)
+                return
+            time.sleep(0.005)
+        raise AssertionError(f"umount {path}: {r.stderr.strip()} (does headroomd hold the bind mount open?)")
+
+    def cleanup():
+        if path in harness.LIVE_MOUNTS:
+            if subprocess.run(["umount", path], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "-l", path], capture_output=True)
+            harness.LIVE_MOUNTS.remove(path)
+    case.addCleanup(cleanup)
+    return unmount
+
+
 class DirectoryFaultsTest(unittest.TestCase):
     def setUp(self):
         self.tmp = harness.make_temp_dir(self, "headroom-dirfaults-")
@@ -428,6 +455,41 @@ class DirectoryFaultsTest(unittest.TestCase):
         self.assertLessEqual(len(errors), 2, errors)
         self.assertTrue(any(re.search(r"publishing .*node\.orca again", t) for _, t in d.lines(reloaded_at)))
         self.finish("reload while read-only", d, reader)
+
+    def test_2c_read_only_bind_mount(self):
+        # The same directory bound over itself keeps its device and inode;
+        # only the mount differs. Read-write, the agent's writes are what
+        # readers see: nothing to say. Read-only, publishing fails as for a
+        # read-only remount, and the agent must not hold the mount open
+        # (bind_mount's umount fails the case if it does).
+        os.mkdir(self.orca, 0o755)
+        d, reader = self.start()
+        unbind = {}
+        fault_line = r"cannot publish .*node\.orca.*read-only mount.*Read-only file system"
+
+        def bind(read_only):
+            def do():
+                mark = d.line_count()
+                unbind["clear"] = bind_mount(self, self.orca)
+                if not read_only:
+                    return
+                subprocess.run(["mount", "-o", "remount,bind,ro", self.orca], check=True)
+                bound_at = time.monotonic()
+                with self.assertRaises(OSError, msg="the read-only bind mount is writable"):
+                    open(os.path.join(self.orca, ".probe"), "w").close()
+                # Noticed within 16 writes (the path is looked at that often);
+                # the fault is held from then, for the report to go stale.
+                wait_until(lambda: any(re.search(fault_line, t) for _, t in d.lines(mark)), 5,
+                           "the read-only bind mount's error line")
+                figure(f"read-only bind mount: noticed {(time.monotonic() - bound_at) * 1000:.0f} ms after "
+                       f"the remount (the path is looked at every 16 writes, 1.6 s at 100 ms)")
+            return do
+        self.fault_cycle("read-write bind mount", d, reader, bind(False), lambda: unbind["clear"](),
+                         fault_line="", recovery_line="^$", error_lines=0, recovery_lines=0)
+        self.fault_cycle("read-only bind mount", d, reader, bind(True), lambda: unbind["clear"](),
+                         fault_line=fault_line, recovery_line=r"publishing .*node\.orca again")
+        self.assert_locked("read-only bind mount", d)
+        self.finish("read-only bind mount", d, reader)
 
     def remount(self, mode):
         # EBUSY while a report is open for writing: try again at once.

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -65,7 +66,10 @@ class ReportFileWriter {
   // is no longer the one the writer had (removed and made again, renamed
   // away, replaced), before anything is written into it. An error keeps the
   // writer off the new directory: the write fails with it, and the next
-  // write looks again.
+  // write looks again. A new directory on a read-only mount is never taken
+  // (EROFS, without calling the hook), nor is the writer's own directory
+  // seen at the path through a read-only bind mount: writing on beneath it
+  // would bypass it. Either clears by itself when the mount goes.
   using DirectoryHook = std::function<Result<void>(int dirfd)>;
   void on_new_directory(DirectoryHook hook) { on_new_directory_ = std::move(hook); }
 
@@ -76,11 +80,14 @@ class ReportFileWriter {
  private:
   ReportFileWriter(std::string dir, int dirfd, WriterOptions options);
   Result<void> ensure_directory_current();
+  Result<void> adopt_directory();
 
   std::string dir_;
   int dirfd_ = -1;
   dev_t dev_ = 0;
   ino_t ino_ = 0;
+  std::uint64_t mnt_id_ = 0;  // the mount dirfd_ is on, when the kernel says (statx STATX_MNT_ID)
+  bool has_mnt_id_ = false;
   WriterOptions options_;
   std::string buffer_;    // reused serialization buffer: no allocation per publish
   std::string tmp_name_;    // reused name buffers
