@@ -111,10 +111,12 @@ class CgroupControllersTest(unittest.TestCase):
     def test_1_cpu_and_cpuacct_without_memory(self):
         dirs = make_group(self, self.name, ("cpu", "cpuacct"))
         cpu_dir = os.path.join(hierarchy("cpu"), self.name)
+        # Short periods: a 250 ms window holds ten, so whether it ends before
+        # or after a period's run moves busy by a tenth at most.
         with open(os.path.join(cpu_dir, "cpu.cfs_period_us"), "w") as f:
-            f.write("100000")
+            f.write("25000")
         with open(os.path.join(cpu_dir, "cpu.cfs_quota_us"), "w") as f:
-            f.write("50000")
+            f.write("12500")
         start_in(self, self.tmp, "spinner", dirs, "while True: pass")
         d = Headroomd(self, self.tmp, self.name)
         r = d.settled("cpu")
@@ -124,7 +126,7 @@ class CgroupControllersTest(unittest.TestCase):
                f"capacity {nm['headroom.cpu.capacity']}, utilization keys {sorted(r['utilization'])}")
         self.assertEqual(nm["headroom.cpu.capacity"], 0.5, "its quota")
         self.assertGreater(nm["headroom.cpu.busy"], 0.7, "a spinning process under half a CPU")
-        self.assertLess(nm["headroom.cpu.busy"], 1.1)
+        self.assertLess(nm["headroom.cpu.busy"], 1.15)
         self.assertGreater(r["cpu_utilization"], 0.7)
         self.assertNotIn("memory", r["utilization"], "not the host's memory in its place")
         self.assertEqual(nm.get("headroom.cgroup.memory_unavailable"), 1)
