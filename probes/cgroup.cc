@@ -86,14 +86,6 @@ Result<std::optional<T>> parse_optional(ProcFile& file, Parse parse) {
   return parse_unless<T>(file, parse, {ENOENT, EOPNOTSUPP});
 }
 
-// A controller's file: absent only when it does not exist (the controller is
-// not enabled for the cgroup); one that exists but cannot be read or parsed
-// is an error.
-template <class T, class Parse>
-Result<std::optional<T>> parse_if_exists(ProcFile& file, Parse parse) {
-  return parse_unless<T>(file, parse, {ENOENT});
-}
-
 }  // namespace
 
 Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const std::string& path, CgroupVersion version) {
@@ -112,6 +104,7 @@ Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const CgroupP
 
   CgroupProbe probe;
   probe.version_ = version;
+  probe.rel_ = *rel;
   if (version == CgroupVersion::v2) {
     if (*mem_rel != *rel) {
       return logic_error("cgroup v2 has one hierarchy, but the cpu path \"/" + *rel + "\" and the memory path \"/" +
@@ -125,8 +118,7 @@ Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const CgroupP
       return Error{ENOENT, "cgroup \"/" + *rel + "\": " + dir + " has no cpu.stat, so it is not a cgroup v2 directory; " +
                                kHowToFix};
     }
-    probe.directory_ = dir;
-    probe.memory_directory_ = dir;
+    probe.directory_ = probe.cpu_directory_ = probe.memory_directory_ = dir;
     for (const char* name : {"cpu.stat", "cpu.max", "cpuset.cpus.effective", "memory.current", "memory.max",
                              "cpu.pressure", "memory.pressure", "io.pressure"}) {
       probe.files_.emplace_back(dir + "/" + name);
@@ -134,104 +126,186 @@ Result<CgroupProbe> CgroupProbe::open(const std::string& sys_root, const CgroupP
     return probe;
   }
 
-  const std::string cpuacct_a = join(root + "/cpuacct", *rel), cpuacct_b = join(root + "/cpu,cpuacct", *rel);
-  const auto cpuacct = first_dir({cpuacct_a, cpuacct_b});
-  if (!cpuacct) return not_found(*rel, "v1", {cpuacct_a, cpuacct_b});
-  if (!exists(*cpuacct + "/cpuacct.usage")) {
-    return Error{ENOENT, "cgroup \"/" + *rel + "\": " + *cpuacct + " has no cpuacct.usage, so it is not a cpuacct cgroup; " +
-                             kHowToFix};
-  }
-  // The quota lives in the cpu hierarchy; without it the quota is unknown
-  // (read() reports none), so default to a path that simply will not exist.
-  const std::string cpu_a = join(root + "/cpu", *rel);
-  const std::string cpu = first_dir({cpu_a, join(root + "/cpu,cpuacct", *rel)}).value_or(cpu_a);
-  const std::string cpuset = join(root + "/cpuset", *rel), memory = join(root + "/memory", *mem_rel);
-
-  probe.directory_ = *cpuacct;
-  probe.memory_directory_ = memory;
-  probe.files_.emplace_back(*cpuacct + "/cpuacct.usage");
-  probe.files_.emplace_back(cpu + "/cpu.cfs_quota_us");
-  probe.files_.emplace_back(cpu + "/cpu.cfs_period_us");
-  probe.files_.emplace_back(cpu + "/cpu.stat");
+  // Each controller's hierarchy is mounted on its own (cpu, cpuacct) or
+  // together (cpu,cpuacct); the cgroup may be in some of them only. It is
+  // refused only when it is in none: each missing one makes its own signals
+  // unavailable when read.
+  const std::string cpuacct_root = first_dir({root + "/cpuacct", root + "/cpu,cpuacct"}).value_or(root + "/cpuacct");
+  const std::string cpu_root = first_dir({root + "/cpu", root + "/cpu,cpuacct"}).value_or(root + "/cpu");
+  probe.directory_ = join(cpuacct_root, *rel);
+  probe.cpu_directory_ = join(cpu_root, *rel);
+  probe.memory_directory_ = join(root + "/memory", *mem_rel);
+  if (probe.gone()) return probe.not_found_v1();
+  const std::string cpuset = join(root + "/cpuset", *rel);
+  probe.files_.emplace_back(probe.directory_ + "/cpuacct.usage");
+  probe.files_.emplace_back(probe.cpu_directory_ + "/cpu.cfs_quota_us");
+  probe.files_.emplace_back(probe.cpu_directory_ + "/cpu.cfs_period_us");
+  probe.files_.emplace_back(probe.cpu_directory_ + "/cpu.stat");
   probe.files_.emplace_back(cpuset + "/cpuset.effective_cpus");
-  probe.files_.emplace_back(memory + "/memory.usage_in_bytes");
-  probe.files_.emplace_back(memory + "/memory.limit_in_bytes");
+  probe.files_.emplace_back(probe.memory_directory_ + "/memory.usage_in_bytes");
+  probe.files_.emplace_back(probe.memory_directory_ + "/memory.limit_in_bytes");
   return probe;
 }
 
-Result<CgroupReading> CgroupProbe::read() { return version_ == CgroupVersion::v2 ? read_v2() : read_v1(); }
+bool CgroupProbe::gone() const {
+  if (version_ == CgroupVersion::v2) return dir_error(directory_) != 0;
+  return dir_error(directory_) != 0 && dir_error(cpu_directory_) != 0 && dir_error(memory_directory_) != 0;
+}
 
-Result<CgroupReading> CgroupProbe::read_v2() {
-  CgroupReading r;
-  auto stat = read_parsed(files_[v2::cpu_stat], parse_cgroup2_cpu_stat);
-  if (!stat) return stat.error();
-  r.cpu.usage_usec = stat->usage_usec;
-  r.cpu.throttled_usec = stat->throttled_usec;
-  r.cpu.nr_throttled = stat->nr_throttled;
+Error CgroupProbe::not_found_v1() const {
+  if (cpu_directory_ == directory_) return not_found(rel_, "v1", {directory_, memory_directory_});
+  return not_found(rel_, "v1", {directory_, cpu_directory_, memory_directory_});
+}
 
-  auto max = parse_optional<std::optional<double>>(files_[v2::cpu_max], parse_cgroup2_cpu_max);
-  if (!max) return max.error();
-  if (*max) r.cpu.quota_cpus = **max;
-
-  auto cpus = parse_optional<unsigned>(files_[v2::cpuset], parse_cpu_list_count);
-  if (!cpus) return cpus.error();
-  r.cpu.cpuset_cpus = cpus->value_or(0);
-
-  auto current = parse_if_exists<uint64_t>(files_[v2::mem_current], parse_u64);
-  if (!current) return current.error();
-  if (*current) {
-    r.memory.emplace().current_bytes = **current;
-    auto limit = parse_optional<std::optional<uint64_t>>(files_[v2::mem_max], parse_cgroup2_memory_max);
-    if (!limit) return limit.error();
-    if (*limit) r.memory->limit_bytes = **limit;
-  }
-
-  std::optional<PressureReading>* const pressures[] = {&r.cpu_pressure, &r.memory_pressure, &r.io_pressure};
-  for (size_t i = 0; i < std::size(pressures); ++i) {
-    auto p = parse_optional<PressureReading>(files_[v2::cpu_pressure + i], parse_pressure);
-    if (!p) return p.error();
-    *pressures[i] = std::move(*p);
+Result<CgroupReading> CgroupProbe::read() {
+  CgroupReading r = version_ == CgroupVersion::v2 ? read_v2() : read_v1();
+  // Neither controller read and the directories gone: the cgroup was
+  // removed, one error for all of it rather than one per controller.
+  if (!r.cpu && !r.memory && gone()) {
+    if (version_ == CgroupVersion::v2) return not_found(rel_, "v2", {directory_});
+    return not_found_v1();
   }
   return r;
 }
 
-Result<CgroupReading> CgroupProbe::read_v1() {
-  CgroupReading r;
-  auto usage = read_parsed(files_[v1::usage], parse_u64);
-  if (!usage) return usage.error();
-  r.cpu.usage_usec = *usage / 1000;  // cpuacct.usage is in ns
+namespace {
 
+// Why a controller's part of the reading is missing, and what to do.
+Error part_error(const Error& e, const std::string& dir, std::string_view controller, std::string_view file,
+                 std::string_view fix) {
+  std::string msg;
+  if (e.code == ENOENT && dir_error(dir) != 0) {
+    msg = "the cgroup is not in the " + std::string(controller) + " hierarchy (no directory " + dir + ")";
+  } else if (e.code == ENOENT) {
+    msg = "the cgroup " + dir + " has no " + std::string(controller) + " controller (no " + std::string(file) + ")";
+  } else {
+    msg = e.message;
+  }
+  msg += "; its ";
+  msg += controller == "memory" ? "memory" : "CPU";
+  msg += " is unavailable until it can be read; ";
+  msg += fix;
+  return Error{e.code, std::move(msg)};
+}
+
+constexpr std::string_view kCpuFix =
+    "run the service in a cgroup with the cpu and cpuacct controllers (systemd: CPUAccounting=yes) or point "
+    "[node] cgroup at one";
+constexpr std::string_view kMemoryFix =
+    "enable the memory controller for the cgroup (v2: \"+memory\" in its parent's cgroup.subtree_control; "
+    "systemd: MemoryAccounting=yes) or point [node] cgroup at one that has it";
+
+// A CPU file whose value cannot be used.
+Error invalid(const ProcFile& file, const char* what) {
+  return part_error(with_path(file, logic_error(what)), "", "cpu", "", kCpuFix);
+}
+
+}  // namespace
+
+Result<CgroupCpuReading> CgroupProbe::read_cpu_v2() {
+  CgroupCpuReading cpu;
+  // usage_usec is there whether or not the cpu controller is enabled; cpu.max
+  // only with it (no quota without it).
+  auto stat = read_parsed(files_[v2::cpu_stat], parse_cgroup2_cpu_stat);
+  if (!stat) return part_error(stat.error(), directory_, "cpu", "cpu.stat", kCpuFix);
+  cpu.usage_usec = stat->usage_usec;
+  cpu.throttled_usec = stat->throttled_usec;
+  cpu.nr_throttled = stat->nr_throttled;
+  auto max = parse_optional<std::optional<double>>(files_[v2::cpu_max], parse_cgroup2_cpu_max);
+  if (!max) return part_error(max.error(), directory_, "cpu", "cpu.max", kCpuFix);
+  if (*max) cpu.quota_cpus = **max;
+  auto cpus = parse_optional<unsigned>(files_[v2::cpuset], parse_cpu_list_count);
+  if (!cpus) return part_error(cpus.error(), directory_, "cpuset", "cpuset.cpus.effective", kCpuFix);
+  cpu.cpuset_cpus = cpus->value_or(0);
+  return cpu;
+}
+
+Result<CgroupMemReading> CgroupProbe::read_memory_v2() {
+  auto current = read_parsed(files_[v2::mem_current], parse_u64);
+  if (!current) return part_error(current.error(), memory_directory_, "memory", "memory.current", kMemoryFix);
+  CgroupMemReading mem;
+  mem.current_bytes = *current;
+  auto limit = parse_optional<std::optional<uint64_t>>(files_[v2::mem_max], parse_cgroup2_memory_max);
+  if (!limit) return part_error(limit.error(), memory_directory_, "memory", "memory.max", kMemoryFix);
+  if (*limit) mem.limit_bytes = **limit;
+  return mem;
+}
+
+Result<CgroupCpuReading> CgroupProbe::read_cpu_v1() {
+  CgroupCpuReading cpu;
+  auto usage = read_parsed(files_[v1::usage], parse_u64);
+  if (!usage) return part_error(usage.error(), directory_, "cpuacct", "cpuacct.usage", kCpuFix);
+  cpu.usage_usec = *usage / 1000;  // cpuacct.usage is in ns
+
+  // Without the cpu hierarchy the quota is unknown: none is assumed.
   auto quota = parse_optional<int64_t>(files_[v1::quota], parse_i64);
-  if (!quota) return quota.error();
+  if (!quota) return part_error(quota.error(), cpu_directory_, "cpu", "cpu.cfs_quota_us", kCpuFix);
   // -1 is "no quota"; the kernel stores any negative write as -1.
   if (*quota && **quota >= 0) {
     auto period = read_parsed(files_[v1::period], parse_u64);
-    if (!period) return period.error();
-    if (*period == 0) return with_path(files_[v1::period], logic_error("period is 0"));
-    if (**quota == 0) return with_path(files_[v1::quota], logic_error("quota is 0"));
-    r.cpu.quota_cpus = static_cast<double>(**quota) / static_cast<double>(*period);
+    if (!period) return part_error(period.error(), cpu_directory_, "cpu", "cpu.cfs_period_us", kCpuFix);
+    if (*period == 0) return invalid(files_[v1::period], "period is 0");
+    if (**quota == 0) return invalid(files_[v1::quota], "quota is 0");
+    cpu.quota_cpus = static_cast<double>(**quota) / static_cast<double>(*period);
   }
 
   auto stat = parse_optional<CpuStatV1>(files_[v1::cpu_stat], parse_cgroup1_cpu_stat);
-  if (!stat) return stat.error();
+  if (!stat) return part_error(stat.error(), cpu_directory_, "cpu", "cpu.stat", kCpuFix);
   if (*stat) {
-    r.cpu.nr_throttled = (*stat)->nr_throttled;
-    r.cpu.throttled_usec = (*stat)->throttled_time_ns / 1000;
+    cpu.nr_throttled = (*stat)->nr_throttled;
+    cpu.throttled_usec = (*stat)->throttled_time_ns / 1000;
   }
 
   auto cpus = parse_optional<unsigned>(files_[v1::cpuset], parse_cpu_list_count);
-  if (!cpus) return cpus.error();
-  r.cpu.cpuset_cpus = cpus->value_or(0);
+  if (!cpus) return part_error(cpus.error(), directory_, "cpuset", "cpuset.effective_cpus", kCpuFix);
+  cpu.cpuset_cpus = cpus->value_or(0);
+  return cpu;
+}
 
-  auto current = parse_if_exists<uint64_t>(files_[v1::mem_usage], parse_u64);
-  if (!current) return current.error();
-  if (*current) {
-    // Where memory.usage_in_bytes is, memory.limit_in_bytes is too.
-    auto limit = read_parsed(files_[v1::mem_limit], parse_u64);
-    if (!limit) return limit.error();
-    r.memory.emplace().current_bytes = **current;
-    if (*limit < kV1Unlimited) r.memory->limit_bytes = *limit;
+Result<CgroupMemReading> CgroupProbe::read_memory_v1() {
+  auto current = read_parsed(files_[v1::mem_usage], parse_u64);
+  if (!current) return part_error(current.error(), memory_directory_, "memory", "memory.usage_in_bytes", kMemoryFix);
+  // Where memory.usage_in_bytes is, memory.limit_in_bytes is too.
+  auto limit = read_parsed(files_[v1::mem_limit], parse_u64);
+  if (!limit) return part_error(limit.error(), memory_directory_, "memory", "memory.limit_in_bytes", kMemoryFix);
+  CgroupMemReading mem;
+  mem.current_bytes = *current;
+  if (*limit < kV1Unlimited) mem.limit_bytes = *limit;
+  return mem;
+}
+
+namespace {
+
+template <class T>
+void put_part(Result<T>&& part, std::optional<T>& value, std::optional<Error>& error) {
+  if (part)
+    value = std::move(*part);
+  else
+    error = std::move(part.error());
+}
+
+}  // namespace
+
+CgroupReading CgroupProbe::read_v2() {
+  CgroupReading r;
+  put_part(read_cpu_v2(), r.cpu, r.cpu_error);
+  put_part(read_memory_v2(), r.memory, r.memory_error);
+  std::optional<PressureReading>* const pressures[] = {&r.cpu_pressure, &r.memory_pressure, &r.io_pressure};
+  std::optional<Error>* const errors[] = {&r.cpu_pressure_error, &r.memory_pressure_error, &r.io_pressure_error};
+  for (size_t i = 0; i < std::size(pressures); ++i) {
+    auto p = parse_optional<PressureReading>(files_[v2::cpu_pressure + i], parse_pressure);
+    if (p)
+      *pressures[i] = std::move(*p);
+    else
+      *errors[i] = std::move(p.error());
   }
+  return r;
+}
+
+CgroupReading CgroupProbe::read_v1() {
+  CgroupReading r;
+  put_part(read_cpu_v1(), r.cpu, r.cpu_error);
+  put_part(read_memory_v1(), r.memory, r.memory_error);
   return r;
 }
 

@@ -8,8 +8,9 @@
 //   <sys_root>/fs/cgroup/{cpu|cpu,cpuacct}/<path>/{cpu.cfs_quota_us, cpu.cfs_period_us, cpu.stat},
 //   <sys_root>/fs/cgroup/cpuset/<path>/cpuset.effective_cpus (optional),
 //   <sys_root>/fs/cgroup/memory/<path>/{memory.usage_in_bytes, memory.limit_in_bytes}
-// The memory files are optional: a cgroup without the memory controller still
-// gives its CPU (CgroupReading::memory is then absent).
+// Each controller is read on its own: a cgroup without the memory controller
+// (or not in the cpuacct hierarchy, or with a file of one that cannot be read)
+// still gives the others, and the reading says why the missing one is missing.
 #pragma once
 
 #include <memory>
@@ -45,7 +46,8 @@ class CgroupProbe {
   // Finds the cgroup. `path` is relative to the cgroup root ("system.slice/x.service";
   // a leading '/' is accepted). With CgroupVersion::automatic, v2 is chosen when
   // <sys_root>/fs/cgroup/cgroup.controllers exists, v1 otherwise. Fails with a
-  // message naming the directories looked at when the cgroup does not exist.
+  // message naming the directories looked at when the cgroup does not exist
+  // (v1: in none of the cpuacct, cpu and memory hierarchies).
   static Result<CgroupProbe> open(const std::string& sys_root, const std::string& path,
                                   CgroupVersion version = CgroupVersion::automatic);
   // The same with a path per controller (probes/instance.h's controller_path
@@ -54,9 +56,13 @@ class CgroupProbe {
   static Result<CgroupProbe> open(const std::string& sys_root, const CgroupPaths& paths,
                                   CgroupVersion version = CgroupVersion::automatic);
 
+  // Fails only when the cgroup is gone (no controller read, no directory
+  // left); a controller missing or unreadable leaves its part of the reading
+  // absent, with the reason.
   Result<CgroupReading> read();
   CgroupVersion version() const { return version_; }
   // The cgroup directory (v2) or the cpuacct directory (v1), for messages.
+  // Under v1 it need not exist (the cgroup may be in other hierarchies only).
   const std::string& directory() const { return directory_; }
   // The directory the memory files are read from (the same as directory()
   // under v2), for messages about them.
@@ -64,10 +70,18 @@ class CgroupProbe {
 
  private:
   CgroupProbe() = default;
-  Result<CgroupReading> read_v2();
-  Result<CgroupReading> read_v1();
+  CgroupReading read_v2();
+  CgroupReading read_v1();
+  Result<CgroupCpuReading> read_cpu_v2();
+  Result<CgroupMemReading> read_memory_v2();
+  Result<CgroupCpuReading> read_cpu_v1();
+  Result<CgroupMemReading> read_memory_v1();
+  bool gone() const;  // no directory of the cgroup left
+  Error not_found_v1() const;
   CgroupVersion version_ = CgroupVersion::v2;
+  std::string rel_;  // the cpu path, normalized, for messages
   std::string directory_;
+  std::string cpu_directory_;  // v1: the cpu hierarchy's (quota, throttling)
   std::string memory_directory_;
   // v2: cpu.stat, cpu.max, cpuset.cpus.effective, memory.current, memory.max,
   //     cpu.pressure, memory.pressure, io.pressure

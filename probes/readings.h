@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "headroom/orca/result.h"
+
 namespace headroom::probes {
 
 // /proc/stat "cpu" line, in USER_HZ ticks. guest and guest_nice are already
@@ -64,13 +66,20 @@ struct CgroupMemReading {
 };
 
 struct CgroupReading {
-  CgroupCpuReading cpu;
-  // nullopt when the cgroup has no memory controller (v1: no
-  // memory.usage_in_bytes in the memory hierarchy; v2: no memory.current);
-  // its CPU is read all the same.
+  // Each controller is read on its own: a part that is missing leaves the
+  // others. cpu is nullopt when its files cannot be read (v1: the cgroup is
+  // not in the cpuacct hierarchy; a file that exists but cannot be read or
+  // parsed), memory when the cgroup has no memory controller (v1: no
+  // memory.usage_in_bytes in the memory hierarchy; v2: no memory.current) or
+  // its files cannot be read. cpu_error and memory_error say why.
+  std::optional<CgroupCpuReading> cpu;
   std::optional<CgroupMemReading> memory;
-  // cgroup v2 only; v1 has no per-cgroup pressure.
+  std::optional<Error> cpu_error, memory_error;
+  // cgroup v2 only; v1 has no per-cgroup pressure. A pressure file that is
+  // absent (PSI off) leaves its reading nullopt and no error; one that exists
+  // but cannot be read or parsed sets its error.
   std::optional<PressureReading> cpu_pressure, memory_pressure, io_pressure;
+  std::optional<Error> cpu_pressure_error, memory_pressure_error, io_pressure_error;
 };
 
 }  // namespace headroom::probes

@@ -322,7 +322,9 @@ void add_node_rows(std::vector<KeyRow>& out, const KeyFacts& f) {
        "Whose load the node report describes. `\"\"` is the whole host; `\"system.slice/api.service\"` is that "
        "cgroup (a leading `/`, as `/proc/PID/cgroup` prints it, is accepted; `\"/\"` is the host). Paths with `..` "
        "and mount paths such as `/sys/fs/cgroup/...` are refused. That the cgroup exists is checked at start-up and "
-       "by `--check-config`.",
+       "by `--check-config` (cgroup v1: in at least one of the cpuacct, cpu and memory hierarchies). Each "
+       "controller is read on its own: one that is missing or unreadable makes only its own signal unavailable, "
+       "logged once ([orca-files.md](orca-files.md)).",
        set_cgroup, ""},
       {"node", "cgroup_version", KeyType::any, "\"auto\", 1 or 2", "\"auto\", 1, 2", "\"auto\"", "",
        "Which cgroup hierarchy to read. `\"auto\"` picks v2 when `<sys_root>/fs/cgroup/cgroup.controllers` exists, "

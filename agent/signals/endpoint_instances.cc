@@ -98,6 +98,10 @@ void InstanceTable::add(std::size_t endpoint, uint32_t netns, pid_t pid, int64_t
     spdlog::warn("endpoint \"{}\" instance \"{}\": its cgroup cannot be read ({}); its report carries "
                  "headroom.instance.cgroup_unavailable = 1 and the node's CPU instead",
                  endpoints_[endpoint].name, i.id, i.resources.unavailable());
+  else if (!i.resources.cpu_unavailable().empty())
+    spdlog::warn("endpoint \"{}\" instance \"{}\": its cgroup's CPU cannot be read ({}); its report carries "
+                 "headroom.instance.cgroup_unavailable = 1 and the node's CPU instead",
+                 endpoints_[endpoint].name, i.id, i.resources.cpu_unavailable());
   else
     spdlog::info("endpoint \"{}\": instance \"{}\" (network namespace {}, process {}, cgroup {})",
                  endpoints_[endpoint].name, i.id, netns, pid, i.resources.path());

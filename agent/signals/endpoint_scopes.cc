@@ -118,9 +118,9 @@ void EndpointScopes::report_instances(const NodeFigures& node, const publishers:
     f.serving = i.serving;
     f.memory = i.resources.memory();
     f.cpu = i.resources.cpu();
-    if (!i.resources.unavailable().empty()) {
-      // Without its cgroup, the node's CPU (the best figure at hand; the
-      // floor keeps it from reading idle).
+    if (!i.resources.unavailable().empty() || !i.resources.cpu_unavailable().empty()) {
+      // Without its cgroup (or its cgroup's CPU), the node's CPU (the best
+      // figure at hand; the floor keeps it from reading idle).
       f.cgroup_unavailable = true;
       f.cpu = node.cpu_utilization;
     }

@@ -38,6 +38,7 @@ void InstanceResources::follow(const ResourceRoots& roots, pid_t pid, uint32_t n
   prev_.reset();
   cpu_.reset();
   memory_.reset();
+  cpu_why_.clear();
   if (pid <= 0) {
     why_ = "no server process known";
     return;
@@ -86,22 +87,32 @@ void InstanceResources::sample(const ResourceRoots& roots, int64_t now_ns) {
   if (!probe_) return;
   auto r = probe_->read();
   if (!r) {
-    // A cgroup that disappears (its pod deleted) or a file that cannot be
-    // read: the instance says so until its server is followed again.
+    // A cgroup that disappears (its pod deleted): the instance says so until
+    // its server is followed again.
     why_ = r.error().message;
+    cpu_why_.clear();
     probe_.reset();
     prev_.reset();
     cpu_.reset();
     memory_.reset();
     return;
   }
-  const double capacity = cgroup_cpu_capacity(roots.host_ncpu, r->cpu.quota_cpus, r->cpu.cpuset_cpus);
-  if (prev_) {
-    const auto busy = cgroup_cpu_fraction(prev_->usage_usec, r->cpu.usage_usec, now_ns - prev_ns_, capacity);
-    if (busy) cpu_ = cpu_ ? *cpu_ + roots.alpha * (*busy - *cpu_) : *busy;
+  if (!r->cpu) {
+    // Its CPU alone missing: the node's stands in (endpoint_scopes.cc), its
+    // memory is still its own.
+    cpu_why_ = r->cpu_error ? r->cpu_error->message : "its CPU cannot be read";
+    prev_.reset();
+    cpu_.reset();
+  } else {
+    cpu_why_.clear();
+    const double capacity = cgroup_cpu_capacity(roots.host_ncpu, r->cpu->quota_cpus, r->cpu->cpuset_cpus);
+    if (prev_) {
+      const auto busy = cgroup_cpu_fraction(prev_->usage_usec, r->cpu->usage_usec, now_ns - prev_ns_, capacity);
+      if (busy) cpu_ = cpu_ ? *cpu_ + roots.alpha * (*busy - *cpu_) : *busy;
+    }
+    prev_ = *r->cpu;
+    prev_ns_ = now_ns;
   }
-  prev_ = r->cpu;
-  prev_ns_ = now_ns;
   memory_.reset();
   if (r->memory) memory_ = cgroup_memory_fraction(*r->memory, roots.host_memory_bytes);
 }

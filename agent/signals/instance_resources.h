@@ -45,6 +45,9 @@ class InstanceResources {
   std::optional<double> memory() const { return memory_; }
   // Why the cgroup is not read ("" when it is).
   const std::string& unavailable() const { return why_; }
+  // Why the cgroup is read but not its CPU ("" when it is): the cgroup is not
+  // in the cpuacct hierarchy, or a file of its CPU cannot be read.
+  const std::string& cpu_unavailable() const { return cpu_why_; }
   // The cgroup's path (relative to the cgroup root), for messages; "" before one is found.
   const std::string& path() const { return path_; }
   pid_t pid() const { return pid_; }
@@ -58,6 +61,7 @@ class InstanceResources {
   int64_t prev_ns_ = 0;
   std::optional<double> cpu_, memory_;
   std::string why_ = "no server process known yet";
+  std::string cpu_why_;
 };
 
 }  // namespace headroom::agent

@@ -36,6 +36,24 @@ struct Previous {
   int64_t at_ns = 0;
 };
 
+// A signal read from one controller of the cgroup: a controller missing or
+// unreadable gives its own line (and `missing` remembers it, for the line
+// when it comes back); a cgroup that failed as a whole has its one line, so
+// the signal is marked quietly then. `why` is the reading's reason for the
+// controller's part, null when there is no reading.
+void mark_controller(SampleContext& ctx, FailureLatch& latch, std::string_view key, const std::optional<Error>* why,
+                     bool& missing) {
+  if (why != nullptr && *why) {
+    // Already unavailable with the whole cgroup (a group being made, one
+    // hierarchy after another): no line of its own now, so none when it is back.
+    if (!ctx.availability->reasons().contains(key)) missing = true;
+    ctx.availability->mark(latch, key, &**why);
+    return;
+  }
+  const bool was_missing = why != nullptr && std::exchange(missing, false);
+  ctx.availability->mark(latch, key, ctx.cgroup_error, /*quiet=*/!was_missing);
+}
+
 // cpu: host or cgroup; the host's /proc/stat gives the CPU count either way.
 class CpuSignal final : public SignalProbe {
  public:
@@ -46,8 +64,8 @@ class CpuSignal final : public SignalProbe {
     if (ctx.cgroup == nullptr) {
       ctx.availability->mark(latch_, orca::kSignalCpu, r ? nullptr : &r.error());
     } else {
-      // Read from the cgroup: it shares the cgroup's fate and its one log line.
-      ctx.availability->mark(latch_, orca::kSignalCpu, ctx.cgroup_error, /*quiet=*/true);
+      const auto* cg = ctx.cgroup_reading;
+      mark_controller(ctx, latch_, orca::kSignalCpu, cg ? &cg->cpu_error : nullptr, cpu_missing_);
     }
     const probes::HostCpuReading* host = r ? &*r : nullptr;
     if (ctx.cgroup != nullptr)
@@ -59,23 +77,26 @@ class CpuSignal final : public SignalProbe {
  private:
   void sample_cgroup(SampleContext& ctx, const probes::HostCpuReading* host) {
     const probes::CgroupReading* cg = ctx.cgroup_reading;
-    if (cg == nullptr) {
+    if (cg == nullptr || !cg->cpu) {
+      // Flagged, so that a cpu_utilization of 0 is not taken for an idle cgroup.
+      ctx.raw(orca::kMetricCgroupCpuUnavailable, 1.0);
       prev_cgroup_.reading.reset();
       return;
     }
-    const double capacity = cgroup_cpu_capacity(host ? host->ncpu : 0, cg->cpu.quota_cpus, cg->cpu.cpuset_cpus);
+    const probes::CgroupCpuReading& now = *cg->cpu;
+    const double capacity = cgroup_cpu_capacity(host ? host->ncpu : 0, now.quota_cpus, now.cpuset_cpus);
     ctx.raw(orca::kMetricCpuCapacity, capacity);
     if (prev_cgroup_.reading) {
       const auto& p = *prev_cgroup_.reading;
       const int64_t dt = ctx.now_ns - prev_cgroup_.at_ns;
-      auto busy = cgroup_cpu_fraction(p.cpu.usage_usec, cg->cpu.usage_usec, dt, capacity);
+      auto busy = cgroup_cpu_fraction(p.cpu->usage_usec, now.usage_usec, dt, capacity);
       // Demand beyond the allocation: the share of time the cgroup's tasks waited
       // for CPU (its cpu.pressure), or was throttled when it has no PSI.
       std::optional<double> saturation;
       if (cg->cpu_pressure && p.cpu_pressure)
         saturation = pressure_fraction(p.cpu_pressure->some.total_us, cg->cpu_pressure->some.total_us, dt);
       else
-        saturation = throttled_fraction(p.cpu.throttled_usec, cg->cpu.throttled_usec, dt);
+        saturation = throttled_fraction(p.cpu->throttled_usec, now.throttled_usec, dt);
       if (busy) {
         ctx.raw(orca::kMetricCpuBusy, *busy);
         ctx.raw(orca::kMetricCpuSaturation, saturation.value_or(0.0));
@@ -121,8 +142,9 @@ class CpuSignal final : public SignalProbe {
   bool schedstat_usable_ = true;
   Previous<probes::HostCpuReading> prev_cpu_;
   Previous<probes::SchedStatReading> prev_schedstat_;
-  Previous<probes::CgroupReading> prev_cgroup_;
+  Previous<probes::CgroupReading> prev_cgroup_;  // always with its cpu
   FailureLatch latch_;
+  bool cpu_missing_ = false;  // the cgroup's CPU could not be read at the last sample
 };
 
 // memory: a level, not a rate; available from the first sample.
@@ -135,28 +157,16 @@ class MemorySignal final : public SignalProbe {
     const auto* cg = ctx.cgroup_reading;
     if (ctx.cgroup == nullptr) {
       ctx.availability->mark(latch_, orca::kSignalMemory, mem ? nullptr : &mem.error());
-    } else if (cg != nullptr && !cg->memory) {
-      // The cgroup's CPU is read; only this signal is missing.
-      const Error e = logic_error("the cgroup " + ctx.cgroup->memory_directory() +
-                                  " has no memory controller (no " +
-                                  (ctx.cgroup->version() == probes::CgroupVersion::v2 ? "memory.current"
-                                                                                       : "memory.usage_in_bytes") +
-                                  ")");
-      ctx.availability->mark(latch_, orca::kSignalMemory, &e);
-      memory_missing_ = true;
     } else {
-      // Logged when the memory controller comes back; a cgroup that failed as
-      // a whole has its one log line.
-      const bool was_missing = cg != nullptr && std::exchange(memory_missing_, false);
-      ctx.availability->mark(latch_, orca::kSignalMemory, ctx.cgroup_error, /*quiet=*/!was_missing);
+      mark_controller(ctx, latch_, orca::kSignalMemory, cg ? &cg->memory_error : nullptr, memory_missing_);
     }
     std::optional<double> m;
-    if (cg != nullptr) {
-      if (cg->memory) {
-        m = cgroup_memory_fraction(*cg->memory, mem ? mem->total_bytes : 0);
-        ctx.raw(orca::kMetricMemoryUsedBytes, static_cast<double>(cg->memory->current_bytes));
-      }
-    } else if (ctx.cgroup == nullptr && mem) {
+    if (cg != nullptr && cg->memory) {
+      m = cgroup_memory_fraction(*cg->memory, mem ? mem->total_bytes : 0);
+      ctx.raw(orca::kMetricMemoryUsedBytes, static_cast<double>(cg->memory->current_bytes));
+    } else if (ctx.cgroup != nullptr) {
+      ctx.raw(orca::kMetricCgroupMemoryUnavailable, 1.0);  // mem_utilization 0 is not an empty cgroup
+    } else if (mem) {
       m = memory_fraction(*mem);
       ctx.raw(orca::kMetricMemoryUsedBytes,
               static_cast<double>(mem->total_bytes - std::min(mem->available_bytes, mem->total_bytes)));
@@ -167,7 +177,7 @@ class MemorySignal final : public SignalProbe {
  private:
   probes::MemInfoProbe meminfo_;
   FailureLatch latch_;
-  bool memory_missing_ = false;  // the cgroup had no memory controller at the last sample
+  bool memory_missing_ = false;  // the cgroup's memory could not be read at the last sample
 };
 
 // cpu.pressure, memory.pressure, io.pressure: a cgroup v2 has its own pressure
@@ -185,6 +195,8 @@ class PressureSignal final : public SignalProbe {
       if (cg != nullptr && cg->*row_.cgroup_pressure) {
         reading = cg->*row_.cgroup_pressure;
         ctx.availability->mark(latch_, row_.key, nullptr);
+      } else if (cg != nullptr && cg->*row_.cgroup_pressure_error) {
+        ctx.availability->mark(latch_, row_.key, &*(cg->*row_.cgroup_pressure_error));
       } else {
         // When the whole cgroup failed, its one log line already says why.
         Error e = logic_error(cg ? "the cgroup " + ctx.cgroup->directory() + " has no " + std::string(row_.key) +

@@ -84,6 +84,7 @@ struct NodeSignal {
   // Pressure signals: the PSI file, and the cgroup v2's own.
   probes::Resource resource = probes::Resource::cpu;
   std::optional<probes::PressureReading> probes::CgroupReading::*cgroup_pressure = nullptr;
+  std::optional<Error> probes::CgroupReading::*cgroup_pressure_error = nullptr;
 };
 
 std::unique_ptr<SignalProbe> open_cpu(const Config& config, const NodeSignal& row);
@@ -98,11 +99,14 @@ inline constexpr NodeSignal kNodeSignalTable[] = {
     {orca::kSignalMemory, "memory in use: 1 - MemAvailable/MemTotal, or the cgroup's memory.current over its limit",
      open_memory},
     {orca::kSignalCpuPressure, "share of time some task waited for CPU (PSI some)", open_pressure,
-     probes::Resource::cpu, &probes::CgroupReading::cpu_pressure},
+     probes::Resource::cpu, &probes::CgroupReading::cpu_pressure,
+     &probes::CgroupReading::cpu_pressure_error},
     {orca::kSignalMemoryPressure, "share of time some task stalled on memory (PSI some)", open_pressure,
-     probes::Resource::memory, &probes::CgroupReading::memory_pressure},
+     probes::Resource::memory, &probes::CgroupReading::memory_pressure,
+     &probes::CgroupReading::memory_pressure_error},
     {orca::kSignalIoPressure, "share of time some task stalled on I/O (PSI some)", open_pressure,
-     probes::Resource::io, &probes::CgroupReading::io_pressure},
+     probes::Resource::io, &probes::CgroupReading::io_pressure,
+     &probes::CgroupReading::io_pressure_error},
 };
 
 // The table's keys are node.orca's signal keys, in their order.

@@ -209,8 +209,12 @@ TEST(EndpointInstances, ACgroupThatCannotBeReadIsSaidUntilTheServerIsFoundAgain)
   const std::vector<probes::ListenerState> a{{kNetA, 8080, 100, 1}};
   auto s0 = snapshot(0, a);
   t.sample(nullptr, s0, 0, kNoForget);
-  // (A removed cgroup's files fail their reads; the fixture's, open, are garbled instead.)
-  f.dir.write("sys/fs/cgroup/cpuacct/pod-a/cpuacct.usage", "removed\n");
+  // (A removed cgroup's files fail their reads; the fixture's, still open, are
+  // moved away and garbled instead.)
+  for (const char* h : {"cpu", "cpuacct", "memory"})
+    std::filesystem::rename(f.dir / (std::string("sys/fs/cgroup/") + h + "/pod-a"), f.dir / (std::string("gone-") + h));
+  f.dir.write("gone-cpuacct/cpuacct.usage", "removed\n");
+  f.dir.write("gone-memory/memory.usage_in_bytes", "removed\n");
   auto s1 = snapshot(kSec, a);
   t.sample(&s0, s1, kSec, kNoForget);
   EXPECT_NE(t.instances()[0].resources.unavailable(), "");
@@ -220,6 +224,34 @@ TEST(EndpointInstances, ACgroupThatCannotBeReadIsSaidUntilTheServerIsFoundAgain)
   t.sample(&s1, s2, 2 * kSec, kNoForget);
   EXPECT_EQ(t.instances()[0].resources.unavailable(), "");
   EXPECT_EQ(t.instances()[0].resources.path(), "/pod-b");
+}
+
+TEST(EndpointInstances, ACgroupWhoseCpuCannotBeReadKeepsItsMemoryAndSaysWhy) {
+  Fixture f;
+  // pod-a is in the cpu and memory hierarchies, not in cpuacct's.
+  std::filesystem::remove_all(f.dir / "sys/fs/cgroup/cpuacct/pod-a");
+  InstanceTable t(f.config, f.roots);
+  const std::vector<probes::ListenerState> a{{kNetA, 8080, 100, 1}};
+  auto s0 = snapshot(0, a);
+  t.sample(nullptr, s0, 0, kNoForget);
+  auto s1 = snapshot(kSec, a);
+  t.sample(&s0, s1, kSec, kNoForget);
+  const InstanceResources& r = t.instances()[0].resources;
+  EXPECT_EQ(r.unavailable(), "");
+  EXPECT_NE(r.cpu_unavailable().find("not in the cpuacct hierarchy"), std::string::npos) << r.cpu_unavailable();
+  EXPECT_FALSE(r.cpu().has_value());
+  EXPECT_EQ(r.memory(), std::optional<double>(0.5)) << "its own memory all the same";
+
+  // The cgroup made in the cpuacct hierarchy: its own CPU from the next pair of reads.
+  f.usage("pod-a", 0);
+  auto s2 = snapshot(2 * kSec, a);
+  t.sample(&s1, s2, 2 * kSec, kNoForget);
+  EXPECT_EQ(r.cpu_unavailable(), "");
+  f.usage("pod-a", 250'000'000);  // a quarter of a second: half of its half CPU
+  auto s3 = snapshot(3 * kSec, a);
+  t.sample(&s2, s3, 3 * kSec, kNoForget);
+  ASSERT_TRUE(r.cpu().has_value());
+  EXPECT_DOUBLE_EQ(*r.cpu(), 0.5);
 }
 
 TEST(EndpointInstances, AServerMovedToAnotherCgroupIsFollowedThereWithinTheRecheck) {

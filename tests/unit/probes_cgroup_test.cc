@@ -43,12 +43,12 @@ TEST(CgroupV2, FixtureServiceWithQuota) {
 
   auto r = probe->read();
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->cpu.usage_usec, 8123456789u);
-  ASSERT_TRUE(r->cpu.quota_cpus.has_value());
-  EXPECT_EQ(*r->cpu.quota_cpus, 2.0);
-  EXPECT_EQ(r->cpu.cpuset_cpus, 32u);
-  EXPECT_EQ(r->cpu.throttled_usec, 456789012u);
-  EXPECT_EQ(r->cpu.nr_throttled, 7890u);
+  EXPECT_EQ(r->cpu->usage_usec, 8123456789u);
+  ASSERT_TRUE(r->cpu->quota_cpus.has_value());
+  EXPECT_EQ(*r->cpu->quota_cpus, 2.0);
+  EXPECT_EQ(r->cpu->cpuset_cpus, 32u);
+  EXPECT_EQ(r->cpu->throttled_usec, 456789012u);
+  EXPECT_EQ(r->cpu->nr_throttled, 7890u);
   ASSERT_TRUE(r->memory.has_value());
   EXPECT_EQ(r->memory->current_bytes, 1288490188u);
   EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(4294967296u));
@@ -66,7 +66,7 @@ TEST(CgroupV2, FixtureServiceWithQuota) {
   // Kept files are read again on the next tick with the same result.
   auto again = probe->read();
   ASSERT_TRUE(again.ok()) << again.error().message;
-  EXPECT_EQ(again->cpu.usage_usec, r->cpu.usage_usec);
+  EXPECT_EQ(again->cpu->usage_usec, r->cpu->usage_usec);
 }
 
 TEST(CgroupV2, UnlimitedServiceWithoutOptionalFiles) {
@@ -74,9 +74,9 @@ TEST(CgroupV2, UnlimitedServiceWithoutOptionalFiles) {
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->cpu.usage_usec, 5000000u);
-  EXPECT_FALSE(r->cpu.quota_cpus.has_value());  // "max 100000"
-  EXPECT_EQ(r->cpu.cpuset_cpus, 0u);             // no cpuset.cpus.effective
+  EXPECT_EQ(r->cpu->usage_usec, 5000000u);
+  EXPECT_FALSE(r->cpu->quota_cpus.has_value());  // "max 100000"
+  EXPECT_EQ(r->cpu->cpuset_cpus, 0u);             // no cpuset.cpus.effective
   ASSERT_TRUE(r->memory.has_value());
   EXPECT_EQ(r->memory->current_bytes, 52428800u);
   EXPECT_FALSE(r->memory->limit_bytes.has_value());  // "max"
@@ -129,9 +129,9 @@ TEST(CgroupV2, FixtureCgroupWithoutMemoryControllerStillGivesItsCpu) {
   auto r = probe->read();
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_FALSE(r->memory.has_value());
-  EXPECT_EQ(r->cpu.usage_usec, 3000000u);
-  EXPECT_EQ(r->cpu.quota_cpus, std::optional<double>(1.0));
-  EXPECT_EQ(r->cpu.throttled_usec, 250000u);
+  EXPECT_EQ(r->cpu->usage_usec, 3000000u);
+  EXPECT_EQ(r->cpu->quota_cpus, std::optional<double>(1.0));
+  EXPECT_EQ(r->cpu->throttled_usec, 250000u);
 }
 
 TEST(CgroupV2, MemoryCurrentAppearingLaterIsRead) {
@@ -154,18 +154,21 @@ TEST(CgroupV2, MemoryCurrentAppearingLaterIsRead) {
   EXPECT_EQ(later->memory->limit_bytes, std::optional<uint64_t>(16384u));
 }
 
-TEST(CgroupV2, GarbledMemoryCurrentIsAnErrorNamingTheFile) {
+TEST(CgroupV2, GarbledMemoryCurrentMakesMemoryAloneUnavailableNamingTheFile) {
   TempDir dir;
   write_v2_service(dir, "x.service");
   const std::string current = dir.write("fs/cgroup/x.service/memory.current", "lots\n");
   auto probe = CgroupProbe::open(dir.path(), "x.service");
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
-  ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(contains(r.error().message, current + ": ")) << r.error().message;
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->cpu.has_value()) << "the CPU is read all the same";
+  EXPECT_FALSE(r->memory.has_value());
+  ASSERT_TRUE(r->memory_error.has_value());
+  EXPECT_TRUE(contains(r->memory_error->message, current + ": ")) << r->memory_error->message;
 }
 
-TEST(CgroupV2, UnreadableMemoryCurrentIsAnError) {
+TEST(CgroupV2, UnreadableMemoryCurrentMakesMemoryAloneUnavailable) {
   TempDir dir;
   write_v2_service(dir, "x.service");
   // A directory where the file should be: it exists, and read(2) fails (EISDIR).
@@ -174,9 +177,12 @@ TEST(CgroupV2, UnreadableMemoryCurrentIsAnError) {
   auto probe = CgroupProbe::open(dir.path(), "x.service");
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, EISDIR) << r.error().message;
-  EXPECT_TRUE(contains(r.error().message, "x.service/memory.current")) << r.error().message;
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu->usage_usec, 1000u);
+  ASSERT_TRUE(r->memory_error.has_value());
+  EXPECT_EQ(r->memory_error->code, EISDIR) << r->memory_error->message;
+  EXPECT_TRUE(contains(r->memory_error->message, "x.service/memory.current")) << r->memory_error->message;
+  EXPECT_TRUE(contains(r->memory_error->message, "MemoryAccounting=yes")) << r->memory_error->message;
 }
 
 TEST(CgroupV2, PathsPerControllerMustAgree) {
@@ -197,8 +203,8 @@ TEST(CgroupV2, MinimalServiceAndFilesAppearingLater) {
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->cpu.usage_usec, 1000u);
-  EXPECT_FALSE(r->cpu.quota_cpus.has_value());
+  EXPECT_EQ(r->cpu->usage_usec, 1000u);
+  EXPECT_FALSE(r->cpu->quota_cpus.has_value());
   ASSERT_TRUE(r->memory.has_value());
   EXPECT_FALSE(r->memory->limit_bytes.has_value());
 
@@ -206,36 +212,45 @@ TEST(CgroupV2, MinimalServiceAndFilesAppearingLater) {
   dir.write("fs/cgroup/x.service/cpu.max", "150000 100000\n");
   auto later = probe->read();
   ASSERT_TRUE(later.ok()) << later.error().message;
-  EXPECT_EQ(later->cpu.quota_cpus, std::optional<double>(1.5));
+  EXPECT_EQ(later->cpu->quota_cpus, std::optional<double>(1.5));
 }
 
-TEST(CgroupV2, ParseErrorIsPrefixedWithTheFile) {
+TEST(CgroupV2, ParseErrorIsPrefixedWithTheFileAndLeavesTheOtherControllers) {
   TempDir dir;
   write_v2_service(dir, "x.service");
   const std::string cpu_max = dir.write("fs/cgroup/x.service/cpu.max", "200000 0\n");
   auto probe = CgroupProbe::open(dir.path(), "x.service");
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message, cpu_max + ": period is 0");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->cpu.has_value()) << "a quota that cannot be read would overstate the capacity";
+  ASSERT_TRUE(r->cpu_error.has_value());
+  EXPECT_TRUE(r->cpu_error->message.starts_with(cpu_max + ": period is 0; ")) << r->cpu_error->message;
+  EXPECT_TRUE(r->memory.has_value());
 
   dir.write("fs/cgroup/x.service/cpu.max", "max 100000\n");
   const std::string psi = dir.write("fs/cgroup/x.service/io.pressure", "some avg10=oops\n");
   auto r2 = probe->read();
-  ASSERT_FALSE(r2.ok());
-  EXPECT_TRUE(contains(r2.error().message, psi + ": ")) << r2.error().message;
-  EXPECT_TRUE(contains(r2.error().message, "avg10=oops")) << r2.error().message;
+  ASSERT_TRUE(r2.ok()) << r2.error().message;
+  EXPECT_TRUE(r2->cpu.has_value());
+  EXPECT_FALSE(r2->io_pressure.has_value());
+  ASSERT_TRUE(r2->io_pressure_error.has_value());
+  EXPECT_TRUE(contains(r2->io_pressure_error->message, psi + ": ")) << r2->io_pressure_error->message;
+  EXPECT_TRUE(contains(r2->io_pressure_error->message, "avg10=oops")) << r2->io_pressure_error->message;
+  EXPECT_FALSE(r2->cpu_pressure_error.has_value());  // absent: PSI off, not an error
 }
 
-TEST(CgroupV2, EmptyCpusetIsAnError) {
+TEST(CgroupV2, EmptyCpusetMakesTheCpuUnavailable) {
   TempDir dir;
   write_v2_service(dir, "x.service");
   dir.write("fs/cgroup/x.service/cpuset.cpus.effective", "\n");
   auto probe = CgroupProbe::open(dir.path(), "x.service");
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
-  ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(contains(r.error().message, "cpuset.cpus.effective: empty CPU list")) << r.error().message;
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->cpu.has_value());
+  EXPECT_TRUE(contains(r->cpu_error->message, "cpuset.cpus.effective: empty CPU list")) << r->cpu_error->message;
+  EXPECT_TRUE(r->memory.has_value());
 }
 
 // ----------------------------------------------------------------------- v1
@@ -248,12 +263,12 @@ TEST(CgroupV1, FixtureServiceWithQuota) {
 
   auto r = probe->read();
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->cpu.usage_usec, 8123456789u);  // 8123456789012 ns
-  ASSERT_TRUE(r->cpu.quota_cpus.has_value());
-  EXPECT_EQ(*r->cpu.quota_cpus, 2.0);
-  EXPECT_EQ(r->cpu.cpuset_cpus, 32u);
-  EXPECT_EQ(r->cpu.nr_throttled, 7890u);
-  EXPECT_EQ(r->cpu.throttled_usec, 456789012u);  // 456789012345 ns
+  EXPECT_EQ(r->cpu->usage_usec, 8123456789u);  // 8123456789012 ns
+  ASSERT_TRUE(r->cpu->quota_cpus.has_value());
+  EXPECT_EQ(*r->cpu->quota_cpus, 2.0);
+  EXPECT_EQ(r->cpu->cpuset_cpus, 32u);
+  EXPECT_EQ(r->cpu->nr_throttled, 7890u);
+  EXPECT_EQ(r->cpu->throttled_usec, 456789012u);  // 456789012345 ns
   ASSERT_TRUE(r->memory.has_value());
   EXPECT_EQ(r->memory->current_bytes, 1288490188u);
   EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(4294967296u));
@@ -267,9 +282,9 @@ TEST(CgroupV1, UnlimitedService) {
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->cpu.usage_usec, 5000000u);
-  EXPECT_FALSE(r->cpu.quota_cpus.has_value());      // cfs_quota_us -1
-  EXPECT_EQ(r->cpu.cpuset_cpus, 0u);                 // not in the cpuset hierarchy
+  EXPECT_EQ(r->cpu->usage_usec, 5000000u);
+  EXPECT_FALSE(r->cpu->quota_cpus.has_value());      // cfs_quota_us -1
+  EXPECT_EQ(r->cpu->cpuset_cpus, 0u);                 // not in the cpuset hierarchy
   ASSERT_TRUE(r->memory.has_value());
   EXPECT_FALSE(r->memory->limit_bytes.has_value());  // 9223372036854771712
   EXPECT_EQ(r->memory->current_bytes, 52428800u);
@@ -281,8 +296,8 @@ TEST(CgroupV1, MissingCgroupListsEveryDirectoryLookedAt) {
   const Error& e = probe.error();
   EXPECT_EQ(e.code, ENOENT);
   EXPECT_TRUE(contains(e.message, "\"/system.slice/nope.service\"")) << e.message;
-  EXPECT_TRUE(contains(e.message, kV1 + "/fs/cgroup/cpuacct/system.slice/nope.service")) << e.message;
   EXPECT_TRUE(contains(e.message, kV1 + "/fs/cgroup/cpu,cpuacct/system.slice/nope.service")) << e.message;
+  EXPECT_TRUE(contains(e.message, kV1 + "/fs/cgroup/memory/system.slice/nope.service")) << e.message;
   EXPECT_TRUE(contains(e.message, "cgroup v1")) << e.message;
   EXPECT_TRUE(contains(e.message, "/proc/<pid>/cgroup")) << e.message;
 }
@@ -311,10 +326,10 @@ TEST(CgroupV1, SeparateCpuAndCpuacctHierarchies) {
   EXPECT_EQ(probe->directory(), dir.path() + "/fs/cgroup/cpuacct/app");
   auto r = probe->read();
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->cpu.usage_usec, 3000u);
-  EXPECT_EQ(r->cpu.quota_cpus, std::optional<double>(0.5));
-  EXPECT_EQ(r->cpu.nr_throttled, 4u);
-  EXPECT_EQ(r->cpu.throttled_usec, 8u);
+  EXPECT_EQ(r->cpu->usage_usec, 3000u);
+  EXPECT_EQ(r->cpu->quota_cpus, std::optional<double>(0.5));
+  EXPECT_EQ(r->cpu->nr_throttled, 4u);
+  EXPECT_EQ(r->cpu->throttled_usec, 8u);
   ASSERT_TRUE(r->memory.has_value());
   EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(1073741824u));
 }
@@ -328,12 +343,12 @@ TEST(CgroupV1, WithoutCpuHierarchyQuotaIsUnknown) {
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->cpu.usage_usec, 1u);
-  EXPECT_FALSE(r->cpu.quota_cpus.has_value());
-  EXPECT_EQ(r->cpu.nr_throttled, 0u);
+  EXPECT_EQ(r->cpu->usage_usec, 1u);
+  EXPECT_FALSE(r->cpu->quota_cpus.has_value());
+  EXPECT_EQ(r->cpu->nr_throttled, 0u);
 }
 
-TEST(CgroupV1, QuotaWithZeroPeriodIsAnError) {
+TEST(CgroupV1, QuotaWithZeroPeriodMakesTheCpuUnavailable) {
   TempDir dir;
   dir.write("fs/cgroup/cpu,cpuacct/app/cpuacct.usage", "1000\n");
   dir.write("fs/cgroup/cpu,cpuacct/app/cpu.cfs_quota_us", "50000\n");
@@ -343,8 +358,10 @@ TEST(CgroupV1, QuotaWithZeroPeriodIsAnError) {
   auto probe = CgroupProbe::open(dir.path(), "app");
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message, period + ": period is 0");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->cpu.has_value());
+  EXPECT_TRUE(r->cpu_error->message.starts_with(period + ": period is 0; ")) << r->cpu_error->message;
+  EXPECT_EQ(r->memory->current_bytes, 1u);
 }
 
 TEST(CgroupV1, MissingMemoryHierarchyLeavesMemoryAbsent) {
@@ -354,7 +371,7 @@ TEST(CgroupV1, MissingMemoryHierarchyLeavesMemoryAbsent) {
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->cpu.usage_usec, 1u);
+  EXPECT_EQ(r->cpu->usage_usec, 1u);
   EXPECT_FALSE(r->memory.has_value());
 }
 
@@ -365,21 +382,23 @@ TEST(CgroupV1, FixtureCgroupWithoutMemoryControllerStillGivesItsCpu) {
   auto r = probe->read();
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_FALSE(r->memory.has_value());
-  EXPECT_EQ(r->cpu.usage_usec, 3000000u);
-  EXPECT_EQ(r->cpu.quota_cpus, std::optional<double>(1.0));
-  EXPECT_EQ(r->cpu.throttled_usec, 250000u);
+  EXPECT_EQ(r->cpu->usage_usec, 3000000u);
+  EXPECT_EQ(r->cpu->quota_cpus, std::optional<double>(1.0));
+  EXPECT_EQ(r->cpu->throttled_usec, 250000u);
 }
 
-TEST(CgroupV1, UsageWithoutLimitIsAnError) {
+TEST(CgroupV1, UsageWithoutLimitMakesTheMemoryUnavailable) {
   TempDir dir;
   dir.write("fs/cgroup/cpu,cpuacct/app/cpuacct.usage", "1000\n");
   dir.write("fs/cgroup/memory/app/memory.usage_in_bytes", "1\n");
   auto probe = CgroupProbe::open(dir.path(), "app");
   ASSERT_TRUE(probe.ok()) << probe.error().message;
   auto r = probe->read();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ENOENT);
-  EXPECT_TRUE(contains(r.error().message, "memory/app/memory.limit_in_bytes")) << r.error().message;
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->cpu->usage_usec, 1u);
+  ASSERT_TRUE(r->memory_error.has_value());
+  EXPECT_EQ(r->memory_error->code, ENOENT);
+  EXPECT_TRUE(contains(r->memory_error->message, "memory.limit_in_bytes")) << r->memory_error->message;
 }
 
 TEST(CgroupV1, ControllersAtDifferentPaths) {
@@ -399,8 +418,8 @@ TEST(CgroupV1, ControllersAtDifferentPaths) {
   EXPECT_EQ(probe->memory_directory(), dir.path() + "/fs/cgroup/memory/user.slice");
   auto r = probe->read();
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->cpu.usage_usec, 7000u);
-  EXPECT_EQ(r->cpu.cpuset_cpus, 4u);
+  EXPECT_EQ(r->cpu->usage_usec, 7000u);
+  EXPECT_EQ(r->cpu->cpuset_cpus, 4u);
   ASSERT_TRUE(r->memory.has_value());
   EXPECT_EQ(r->memory->current_bytes, 4096u);
   EXPECT_EQ(r->memory->limit_bytes, std::optional<uint64_t>(65536u));
@@ -410,6 +429,196 @@ TEST(CgroupV1, MemoryPathIsNormalizedAndCheckedToo) {
   auto probe = CgroupProbe::open(kV1, CgroupPaths{"system.slice/api.service", "/system.slice/../etc"});
   ASSERT_FALSE(probe.ok());
   EXPECT_TRUE(contains(probe.error().message, "must not contain \"..\"")) << probe.error().message;
+}
+
+// ------------------------------------------------- each controller in turn
+
+// What a case does to one path of a complete tree (relative to fs/cgroup).
+enum class Break { remove, unreadable };  // unreadable: a directory in its place (EISDIR, even for root)
+
+struct ControllerCase {
+  const char* name;
+  const char* path;
+  Break how;
+  bool cpu, memory;           // read after the change
+  const char* why = nullptr;  // in the missing part's error
+};
+
+void apply(const TempDir& dir, const ControllerCase& c) {
+  const std::filesystem::path p = dir.path() + "/fs/cgroup/" + c.path;
+  std::filesystem::remove_all(p);
+  if (c.how == Break::unreadable) std::filesystem::create_directories(p);
+}
+
+void expect_parts(const CgroupReading& r, const ControllerCase& c) {
+  EXPECT_EQ(r.cpu.has_value(), c.cpu) << c.name;
+  EXPECT_EQ(r.memory.has_value(), c.memory) << c.name;
+  EXPECT_EQ(r.cpu_error.has_value(), !c.cpu) << c.name;
+  EXPECT_EQ(r.memory_error.has_value(), !c.memory) << c.name;
+  const std::optional<Error>& e = !c.cpu ? r.cpu_error : r.memory_error;
+  if (c.why != nullptr && e) {
+    EXPECT_TRUE(contains(e->message, c.why)) << c.name << ": " << e->message;
+    EXPECT_TRUE(contains(e->message, !c.cpu ? "CPUAccounting=yes" : "MemoryAccounting=yes")) << e->message;
+  }
+}
+
+// A v1 service in every hierarchy, mounted apart as on many hosts.
+void write_v1_complete(const TempDir& dir) {
+  dir.write("fs/cgroup/cpuacct/app/cpuacct.usage", "3000000\n");
+  dir.write("fs/cgroup/cpu/app/cpu.cfs_quota_us", "50000\n");
+  dir.write("fs/cgroup/cpu/app/cpu.cfs_period_us", "100000\n");
+  dir.write("fs/cgroup/cpu/app/cpu.stat", "nr_periods 10\nnr_throttled 4\nthrottled_time 8000\n");
+  dir.write("fs/cgroup/cpuset/app/cpuset.effective_cpus", "0-1\n");
+  dir.write("fs/cgroup/memory/app/memory.usage_in_bytes", "8192\n");
+  dir.write("fs/cgroup/memory/app/memory.limit_in_bytes", "16384\n");
+}
+
+TEST(CgroupControllers, V1EachControllerMissingOrUnreadableInTurnLeavesTheOthers) {
+  const ControllerCase cases[] = {
+      {"not in cpuacct", "cpuacct/app", Break::remove, false, true, "not in the cpuacct hierarchy"},
+      {"not in cpu", "cpu/app", Break::remove, true, true},
+      {"not in cpuset", "cpuset/app", Break::remove, true, true},
+      {"not in memory", "memory/app", Break::remove, true, false, "not in the memory hierarchy"},
+      {"no memory.limit_in_bytes", "memory/app/memory.limit_in_bytes", Break::remove, true, false,
+       "memory.limit_in_bytes"},
+      {"cpuacct.usage unreadable", "cpuacct/app/cpuacct.usage", Break::unreadable, false, true, "Is a directory"},
+      {"cpu.cfs_quota_us unreadable", "cpu/app/cpu.cfs_quota_us", Break::unreadable, false, true, "cfs_quota_us"},
+      {"cpu.cfs_period_us unreadable", "cpu/app/cpu.cfs_period_us", Break::unreadable, false, true, "cfs_period_us"},
+      {"cpu.stat unreadable", "cpu/app/cpu.stat", Break::unreadable, false, true, "cpu/app/cpu.stat"},
+      {"cpuset unreadable", "cpuset/app/cpuset.effective_cpus", Break::unreadable, false, true, "effective_cpus"},
+      {"memory.usage_in_bytes unreadable", "memory/app/memory.usage_in_bytes", Break::unreadable, true, false,
+       "Is a directory"},
+      {"memory.limit_in_bytes unreadable", "memory/app/memory.limit_in_bytes", Break::unreadable, true, false,
+       "memory.limit_in_bytes"},
+  };
+  for (const auto& c : cases) {
+    TempDir dir;
+    write_v1_complete(dir);
+    apply(dir, c);
+    auto probe = CgroupProbe::open(dir.path(), "app");
+    ASSERT_TRUE(probe.ok()) << c.name << ": " << probe.error().message;
+    auto r = probe->read();
+    ASSERT_TRUE(r.ok()) << c.name << ": " << r.error().message;
+    expect_parts(*r, c);
+    if (r->cpu) {
+      EXPECT_EQ(r->cpu->usage_usec, 3000u) << c.name;
+    }
+    if (r->memory) {
+      EXPECT_EQ(r->memory->current_bytes, 8192u) << c.name;
+    }
+  }
+}
+
+TEST(CgroupControllers, V1WhatIsMissingOfACompleteGroupAtOpenIsReadOnceItIsThere) {
+  TempDir dir;
+  write_v1_complete(dir);
+  std::filesystem::remove_all(dir.path() + "/fs/cgroup/cpuacct/app");
+  auto probe = CgroupProbe::open(dir.path(), "app");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  EXPECT_FALSE(probe->read()->cpu.has_value());
+  dir.write("fs/cgroup/cpuacct/app/cpuacct.usage", "5000000\n");
+  auto later = probe->read();
+  ASSERT_TRUE(later.ok()) << later.error().message;
+  ASSERT_TRUE(later->cpu.has_value());
+  EXPECT_EQ(later->cpu->usage_usec, 5000u);
+  EXPECT_EQ(later->cpu->quota_cpus, std::optional<double>(0.5));
+}
+
+TEST(CgroupControllers, V1GroupInNoHierarchyIsNotFoundAtOpenAndGoneWhenRead) {
+  TempDir dir;
+  write_v1_complete(dir);
+  auto probe = CgroupProbe::open(dir.path(), "app");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  for (const char* h : {"cpuacct", "cpu", "cpuset", "memory"})
+    std::filesystem::remove_all(dir.path() + "/fs/cgroup/" + h + "/app");
+  auto r = probe->read();
+  ASSERT_FALSE(r.ok()) << "one error for the whole cgroup, not one per controller";
+  EXPECT_EQ(r.error().code, ENOENT);
+  EXPECT_TRUE(contains(r.error().message, "\"/app\" not found (cgroup v1)")) << r.error().message;
+  EXPECT_TRUE(contains(r.error().message, "/fs/cgroup/memory/app")) << r.error().message;
+  auto again = CgroupProbe::open(dir.path(), "app");
+  ASSERT_FALSE(again.ok());
+  EXPECT_TRUE(contains(again.error().message, "/fs/cgroup/cpuacct/app")) << again.error().message;
+  EXPECT_TRUE(contains(again.error().message, "/fs/cgroup/cpu/app")) << again.error().message;
+}
+
+TEST(CgroupControllers, V2EachControllerMissingOrUnreadableInTurnLeavesTheOthers) {
+  const ControllerCase cases[] = {
+      {"no cpu controller (no cpu.max)", "x.service/cpu.max", Break::remove, true, true},
+      {"no cpuset controller", "x.service/cpuset.cpus.effective", Break::remove, true, true},
+      {"no memory controller", "x.service/memory.current", Break::remove, true, false,
+       "has no memory controller (no memory.current)"},
+      {"no memory.max", "x.service/memory.max", Break::remove, true, true},
+      {"cpu.stat unreadable", "x.service/cpu.stat", Break::unreadable, false, true, "x.service/cpu.stat"},
+      {"cpu.max unreadable", "x.service/cpu.max", Break::unreadable, false, true, "x.service/cpu.max"},
+      {"cpuset unreadable", "x.service/cpuset.cpus.effective", Break::unreadable, false, true, "Is a directory"},
+      {"memory.current unreadable", "x.service/memory.current", Break::unreadable, true, false, "Is a directory"},
+      {"memory.max unreadable", "x.service/memory.max", Break::unreadable, true, false, "x.service/memory.max"},
+  };
+  for (const auto& c : cases) {
+    TempDir dir;
+    write_v2_service(dir, "x.service");
+    dir.write("fs/cgroup/x.service/cpu.max", "50000 100000\n");
+    dir.write("fs/cgroup/x.service/cpuset.cpus.effective", "0-1\n");
+    dir.write("fs/cgroup/x.service/memory.max", "16384\n");
+    for (const char* p : {"cpu.pressure", "memory.pressure", "io.pressure"})
+      dir.write(std::string("fs/cgroup/x.service/") + p, "some avg10=0.00 avg60=0.00 avg300=0.00 total=5\n");
+    apply(dir, c);
+    auto probe = CgroupProbe::open(dir.path(), "x.service");
+    ASSERT_TRUE(probe.ok()) << c.name << ": " << probe.error().message;
+    auto r = probe->read();
+    ASSERT_TRUE(r.ok()) << c.name << ": " << r.error().message;
+    expect_parts(*r, c);
+    EXPECT_TRUE(r->cpu_pressure && r->memory_pressure && r->io_pressure) << c.name;
+  }
+}
+
+TEST(CgroupControllers, V2EachPressureFileUnreadableInTurnIsItsOwn) {
+  using P = std::optional<PressureReading> CgroupReading::*;
+  using E = std::optional<Error> CgroupReading::*;
+  const struct {
+    const char* file;
+    P reading;
+    E error;
+  } cases[] = {{"cpu.pressure", &CgroupReading::cpu_pressure, &CgroupReading::cpu_pressure_error},
+               {"memory.pressure", &CgroupReading::memory_pressure, &CgroupReading::memory_pressure_error},
+               {"io.pressure", &CgroupReading::io_pressure, &CgroupReading::io_pressure_error}};
+  for (const auto& c : cases) {
+    TempDir dir;
+    write_v2_service(dir, "x.service");
+    for (const auto& other : cases)
+      dir.write(std::string("fs/cgroup/x.service/") + other.file, "some avg10=0.00 avg60=0.00 avg300=0.00 total=5\n");
+    std::filesystem::remove(dir.path() + "/fs/cgroup/x.service/" + c.file);
+    dir.mkdir(std::string("fs/cgroup/x.service/") + c.file);
+    auto probe = CgroupProbe::open(dir.path(), "x.service");
+    ASSERT_TRUE(probe.ok()) << probe.error().message;
+    auto r = probe->read();
+    ASSERT_TRUE(r.ok()) << c.file << ": " << r.error().message;
+    EXPECT_TRUE(r->cpu && r->memory) << c.file;
+    for (const auto& other : cases) {
+      const bool broken = other.file == c.file;
+      EXPECT_EQ(((*r).*other.reading).has_value(), !broken) << c.file << " broken, " << other.file;
+      EXPECT_EQ(((*r).*other.error).has_value(), broken) << c.file << " broken, " << other.file;
+    }
+    EXPECT_TRUE(contains(((*r).*c.error)->message, c.file)) << ((*r).*c.error)->message;
+  }
+}
+
+TEST(CgroupControllers, V2RemovedCgroupIsOneError) {
+  TempDir dir;
+  write_v2_service(dir, "x.service");
+  auto probe = CgroupProbe::open(dir.path(), "x.service");
+  ASSERT_TRUE(probe.ok()) << probe.error().message;
+  ASSERT_TRUE(probe->read().ok());
+  // The kernel fails reads of a removed cgroup's open files (ENODEV); here the
+  // moved-away files turn unreadable and the directory is gone.
+  const std::string moved = dir.path() + "/moved";
+  std::filesystem::rename(dir.path() + "/fs/cgroup/x.service", moved);
+  std::ofstream(moved + "/cpu.stat", std::ios::trunc) << "garbage\n";
+  std::ofstream(moved + "/memory.current", std::ios::trunc) << "garbage\n";
+  auto r = probe->read();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.error().message, "\"/x.service\" not found (cgroup v2)")) << r.error().message;
 }
 
 // ------------------------------------------------------------------- paths
@@ -438,6 +647,8 @@ TEST(CgroupPath, EmptySysRootIsNotFound) {
   ASSERT_FALSE(probe.ok());
   EXPECT_EQ(probe.error().code, ENOENT);
   EXPECT_TRUE(contains(probe.error().message, dir.path() + "/fs/cgroup/cpuacct/system.slice/api.service"))
+      << probe.error().message;
+  EXPECT_TRUE(contains(probe.error().message, dir.path() + "/fs/cgroup/memory/system.slice/api.service"))
       << probe.error().message;
 }
 

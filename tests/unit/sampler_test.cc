@@ -128,23 +128,127 @@ TEST_F(SamplerTest, ACgroupThatCannotBeReadMakesItsSignalsUnavailableUntilItRetu
   auto s = NodeSampler::create(config_);
   ASSERT_TRUE(s);
   (*s)->sample(0);
-  // The kernel fails reads of a removed cgroup's open files (ENODEV); a regular
-  // file can only imitate that by turning unreadable content.
-  const auto cpu_stat = dir_ / "sys/fs/cgroup/system.slice/api.service/cpu.stat";
-  const auto saved = testing::read_file(cpu_stat);
-  std::ofstream(cpu_stat, std::ios::trunc) << "garbage\n";
+  // The kernel fails reads of a removed cgroup's open files (ENODEV); here the
+  // directory is moved away and its files (still open) turn unreadable.
+  const fs::path cgroup = dir_ / "sys/fs/cgroup/system.slice/api.service";
+  const fs::path moved = dir_ / "moved";
+  const auto saved_stat = testing::read_file(cgroup / "cpu.stat");
+  const auto saved_memory = testing::read_file(cgroup / "memory.current");
+  fs::rename(cgroup, moved);
+  std::ofstream(moved / "cpu.stat", std::ios::trunc) << "garbage\n";
+  std::ofstream(moved / "memory.current", std::ios::trunc) << "garbage\n";
   for (int i = 1; i <= 3; ++i) {
     auto out = (*s)->sample(i * kSecond);
     EXPECT_FALSE(out.signals.contains("cpu"));
     EXPECT_FALSE(out.signals.contains("memory"));
+    EXPECT_EQ(out.raw.at("headroom.cgroup.cpu_unavailable"), 1.0);
+    EXPECT_EQ(out.raw.at("headroom.cgroup.memory_unavailable"), 1.0);
   }
   EXPECT_TRUE((*s)->unavailable().contains("cgroup"));
   EXPECT_EQ(log_lines_containing("unavailable"), 1) << "one reason for the cgroup, not one per signal";
+  fs::rename(moved, cgroup);
+  std::ofstream(cgroup / "cpu.stat", std::ios::trunc) << saved_stat;
+  std::ofstream(cgroup / "memory.current", std::ios::trunc) << saved_memory;
+  (*s)->sample(4 * kSecond);
+  auto out = (*s)->sample(5 * kSecond);
+  EXPECT_TRUE(out.signals.contains("cpu"));
+  EXPECT_FALSE(out.raw.contains("headroom.cgroup.cpu_unavailable"));
+  EXPECT_TRUE((*s)->unavailable().empty());
+}
+
+TEST_F(SamplerTest, ACgroupWhoseCpuCannotBeReadGivesItsMemoryAndPressureAndNamesTheCpu) {
+  config_.cgroup = "system.slice/api.service";
+  auto s = NodeSampler::create(config_);
+  ASSERT_TRUE(s) << s.error().message;
+  (*s)->sample(0);
+  const fs::path cpu_stat = dir_ / "sys/fs/cgroup/system.slice/api.service/cpu.stat";
+  const auto saved = testing::read_file(cpu_stat);
+  std::ofstream(cpu_stat, std::ios::trunc) << "garbage\n";
+  advance("sys-cgroup2/fs/cgroup/system.slice/api.service/cpu.pressure");
+  for (int i = 1; i <= 3; ++i) {
+    auto out = (*s)->sample(i * kSecond);
+    EXPECT_FALSE(out.signals.contains("cpu"));
+    EXPECT_FALSE(out.raw.contains("headroom.cpu.busy"));
+    EXPECT_EQ(out.raw.at("headroom.cgroup.cpu_unavailable"), 1.0) << "cpu_utilization 0 is not an idle cgroup";
+    EXPECT_NEAR(out.signals.at("memory"), 0.3, 1e-9);
+    EXPECT_FALSE(out.raw.contains("headroom.cgroup.memory_unavailable"));
+    if (i == 1) {
+      EXPECT_DOUBLE_EQ(out.signals.at("cpu.pressure"), 0.1) << "its own file, read all the same";
+    }
+  }
+  ASSERT_TRUE((*s)->unavailable().contains("cpu"));
+  const std::string& why = (*s)->unavailable().at("cpu");
+  EXPECT_NE(why.find(cpu_stat.string() + ": "), std::string::npos) << why;
+  EXPECT_NE(why.find("CPUAccounting=yes"), std::string::npos) << why;
+  EXPECT_FALSE((*s)->unavailable().contains("cgroup"));
+  EXPECT_FALSE((*s)->unavailable().contains("memory"));
+  EXPECT_EQ(log_lines_containing("cpu unavailable"), 1);
+  EXPECT_EQ(log_lines_containing("unavailable"), 1) << "one line, for the CPU alone";
+
   std::ofstream(cpu_stat, std::ios::trunc) << saved;
   (*s)->sample(4 * kSecond);
   auto out = (*s)->sample(5 * kSecond);
   EXPECT_TRUE(out.signals.contains("cpu"));
-  EXPECT_TRUE((*s)->unavailable().empty());
+  EXPECT_FALSE((*s)->unavailable().contains("cpu"));
+  EXPECT_EQ(log_lines_containing("cpu available again"), 1);
+}
+
+TEST_F(SamplerTest, ACgroupWhoseMemoryOrPressureCannotBeReadGivesTheRest) {
+  config_.cgroup = "system.slice/api.service";
+  const fs::path cgroup = dir_ / "sys/fs/cgroup/system.slice/api.service";
+  // Directories in place of the files: they exist and read(2) fails, even for root.
+  for (const char* f : {"memory.current", "io.pressure"}) {
+    fs::remove(cgroup / f);
+    fs::create_directory(cgroup / f);
+  }
+  auto s = NodeSampler::create(config_);
+  ASSERT_TRUE(s) << s.error().message;
+  (*s)->sample(0);
+  advance("sys-cgroup2/fs/cgroup/system.slice/api.service/cpu.stat");
+  auto out = (*s)->sample(kSecond);
+  EXPECT_DOUBLE_EQ(out.raw.at("headroom.cpu.busy"), 0.5);
+  EXPECT_TRUE(out.signals.contains("cpu"));
+  EXPECT_FALSE(out.signals.contains("memory"));
+  EXPECT_EQ(out.raw.at("headroom.cgroup.memory_unavailable"), 1.0);
+  EXPECT_FALSE(out.signals.contains("io.pressure"));
+  EXPECT_TRUE(out.signals.contains("memory.pressure"));
+  EXPECT_NE((*s)->unavailable().at("memory").find("memory.current: Is a directory"), std::string::npos)
+      << (*s)->unavailable().at("memory");
+  EXPECT_NE((*s)->unavailable().at("io.pressure").find("io.pressure"), std::string::npos);
+  (*s)->sample(2 * kSecond);
+  EXPECT_EQ(log_lines_containing("memory unavailable"), 1);
+  EXPECT_EQ(log_lines_containing("io.pressure unavailable"), 1);
+  EXPECT_EQ(log_lines_containing("unavailable"), 2);
+}
+
+TEST_F(SamplerTest, ACgroupV1MissingFromEachHierarchyInTurnGivesTheOtherSignal) {
+  fs::remove_all(dir_ / "sys");
+  fs::copy(fs::path(HEADROOM_FIXTURES) / "sys-cgroup1", dir_ / "sys", fs::copy_options::recursive);
+  config_.cgroup = "system.slice/api.service";
+  const struct {
+    const char* hierarchy;
+    const char* missing;  // the signal that goes
+    const char* kept;
+  } cases[] = {{"cpu,cpuacct", "cpu", "memory"}, {"memory", "memory", "cpu"}};
+  for (const auto& c : cases) {
+    const int before = log_lines_containing("unavailable");
+    const fs::path group = fs::path(dir_ / "sys/fs/cgroup") / c.hierarchy / "system.slice/api.service";
+    const fs::path aside = dir_ / "aside";
+    fs::rename(group, aside);
+    auto s = NodeSampler::create(config_);
+    ASSERT_TRUE(s) << c.hierarchy << ": " << s.error().message;
+    (*s)->sample(0);
+    auto out = (*s)->sample(kSecond);
+    EXPECT_FALSE(out.signals.contains(c.missing)) << c.hierarchy;
+    EXPECT_TRUE(out.signals.contains(c.kept)) << c.hierarchy;
+    EXPECT_EQ(out.raw.at(std::string("headroom.cgroup.") + c.missing + "_unavailable"), 1.0) << c.hierarchy;
+    ASSERT_TRUE((*s)->unavailable().contains(c.missing)) << c.hierarchy;
+    const std::string& why = (*s)->unavailable().at(c.missing);
+    EXPECT_NE(why.find(group.string()), std::string::npos) << why;
+    EXPECT_NE(why.find("hierarchy"), std::string::npos) << why;
+    EXPECT_EQ(log_lines_containing("unavailable") - before, 1) << c.hierarchy;
+    fs::rename(aside, group);
+  }
 }
 
 TEST_F(SamplerTest, ACgroupWithoutMemoryControllerGivesItsCpuAndNamesTheMissingMemory) {

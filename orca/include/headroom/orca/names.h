@@ -54,6 +54,11 @@ inline constexpr std::string_view kMetricCpuCapacity = "headroom.cpu.capacity";
 inline constexpr std::string_view kMetricProcsRunning = "headroom.procs_running";
 inline constexpr std::string_view kMetricProcsBlocked = "headroom.procs_blocked";
 inline constexpr std::string_view kMetricMemoryUsedBytes = "headroom.memory.used_bytes";
+// 1: node.cgroup's CPU (memory) cannot be read right now: the cpu (memory)
+// signal is absent and cpu_utilization (mem_utilization) is 0 without
+// meaning an idle cgroup. Absent otherwise.
+inline constexpr std::string_view kMetricCgroupCpuUnavailable = "headroom.cgroup.cpu_unavailable";
+inline constexpr std::string_view kMetricCgroupMemoryUnavailable = "headroom.cgroup.memory_unavailable";
 
 // --- utilization keys of endpoint.<name>.orca ---
 inline constexpr std::string_view kSignalSloTarget = "latency.slo_target";
@@ -78,8 +83,9 @@ inline constexpr std::string_view kMetricSloMaxMs = "headroom.slo.max_ms";
 // The inode of the instance's network namespace (readlink /proc/PID/ns/net
 // shows "net:[inode]"): how a reader finds its own instance's report.
 inline constexpr std::string_view kMetricInstanceNetns = "headroom.instance.netns";
-// 1: the instance's cgroup could not be read; cpu_utilization is the
-// fallback figure (docs/endpoints.md) and mem_utilization is absent.
+// 1: the instance's cgroup (or its CPU) could not be read; cpu_utilization is
+// the fallback figure (docs/endpoints.md), and mem_utilization is absent when
+// the whole cgroup could not be read.
 inline constexpr std::string_view kMetricInstanceCgroupUnavailable = "headroom.instance.cgroup_unavailable";
 // 1: no server of the instance listens any more (headroom.stopped is 1 too);
 // the report is removed after endpoint_instance_grace.
