@@ -52,14 +52,7 @@ def make_group(case, name, controllers):
 
     def remove():
         for d in dirs:
-            for _ in range(50):  # its processes take a moment to leave once killed
-                try:
-                    os.rmdir(d)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            harness.remove_cgroup(d, pause=0.05)
     case.addCleanup(remove)
     return dirs
 

@@ -132,15 +132,7 @@ class Cgroups:
     def remove(self):
         for dirs in self.dirs.values():
             for d in dirs:
-                for _ in range(50):
-                    try:
-                        os.rmdir(d)
-                        break
-                    except FileNotFoundError:
-                        break
-                    except OSError:
-                        time.sleep(0.1)  # its processes are still exiting
-                else:
+                if not harness.remove_cgroup(d):
                     note(f"cannot remove cgroup {d}")
         self.dirs = {}
 

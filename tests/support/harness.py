@@ -87,6 +87,20 @@ def tail(text, lines=25):
     return "\n".join(text.splitlines()[-lines:])
 
 
+def remove_cgroup(path, tries=50, pause=0.1):
+    """rmdir a cgroup once its processes have left (killed ones take a
+    moment); True when it is gone."""
+    for _ in range(tries):
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            time.sleep(pause)
+    return False
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:

@@ -61,14 +61,7 @@ class ServiceCgroup:
 
     def remove(self):
         for d in self.dirs:
-            for _ in range(50):
-                try:
-                    os.rmdir(d)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.1)  # its processes are still exiting
+            harness.remove_cgroup(d)
 
 
 class Rig:
