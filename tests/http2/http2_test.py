@@ -515,7 +515,7 @@ while True:
 
 def main():
     global SOURCE_DIR, BUILD_DIR, HEADROOMD
-    missing = harness.needs_root("loading eBPF programs")
+    missing = harness.needs_ebpf("loading eBPF programs")
     for tool, pkg in ((NGHTTPD, "nghttp2-server"), (H2LOAD, "nghttp2-client")):
         if not os.access(tool, os.X_OK):
             missing.append(f"missing: {tool} (Debian: apt-get install {pkg})")
@@ -524,8 +524,6 @@ def main():
             __import__(module)
         except ImportError:
             missing.append(f"missing: {pkg} for {sys.executable} (Debian: apt-get install {pkg})")
-    if not os.path.exists("/sys/kernel/btf/vmlinux"):
-        missing.append("needs a kernel with BTF (/sys/kernel/btf/vmlinux)")
     build = harness.prologue("http2_test.py", ("headroomd", "test_server", "test_load"), missing)
     SOURCE_DIR, BUILD_DIR, HEADROOMD = build.source_dir, build.build_dir, build.headroomd
     return harness.run_suite(Http2, only_env="HTTP2_ONLY")

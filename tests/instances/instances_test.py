@@ -364,12 +364,8 @@ class Instances(unittest.TestCase):
 
 def main():
     global HEADROOMD
-    missing = harness.needs_root("loading eBPF programs, making network namespaces and cgroups")
-    if not os.path.exists("/sys/kernel/btf/vmlinux"):
-        missing.append("needs a kernel with BTF (/sys/kernel/btf/vmlinux)")
-    for tool in ("ip", "ss"):
-        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode != 0:
-            missing.append(f"missing: {tool} (Debian: apt-get install iproute2)")
+    missing = harness.needs_ebpf("loading eBPF programs, making network namespaces and cgroups")
+    missing += harness.needs_commands(("ip", "ss"), "iproute2")
     build = harness.prologue("instances_test.py", ("headroomd", "test_server", "test_load"), missing)
     HEADROOMD = build.headroomd
     return harness.run_suite(Instances, only_env="INSTANCES_ONLY")

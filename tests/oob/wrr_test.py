@@ -354,9 +354,7 @@ class WeightedRoundRobinTest(unittest.TestCase):
 
 def main():
     global BUILD, NODE_MODULES, CGROUPS
-    problems = harness.needs_root("the eBPF endpoint probe, the backends' cgroups")
-    if not os.path.exists("/sys/kernel/btf/vmlinux"):
-        problems.append("needs a kernel with BTF (/sys/kernel/btf/vmlinux)")
+    problems = harness.needs_ebpf("the eBPF endpoint probe, the backends' cgroups")
     NODE_MODULES = os.path.join(cache_dir(), "npm", "node_modules")
     problems += grpc_js_problems(NODE_MODULES)
     BUILD = harness.prologue("wrr_test.py", ("headroomd", BACKEND), problems)

@@ -164,12 +164,8 @@ class PidNamespace(unittest.TestCase):
 
 def main():
     global HEADROOMD
-    missing = harness.needs_root("loading eBPF programs, making PID and network namespaces")
-    if not os.path.exists("/sys/kernel/btf/vmlinux"):
-        missing.append("needs a kernel with BTF (/sys/kernel/btf/vmlinux)")
-    for tool in ("ip", "unshare"):
-        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode != 0:
-            missing.append(f"missing: {tool} (Debian: apt-get install iproute2 util-linux)")
+    missing = harness.needs_ebpf("loading eBPF programs, making PID and network namespaces")
+    missing += harness.needs_commands(("ip",), "iproute2") + harness.needs_commands(("unshare",), "util-linux")
     build = harness.prologue("pidns_test.py", ("headroomd", "test_server"), missing)
     HEADROOMD = build.headroomd
     return harness.run_suite(PidNamespace, only_env="PIDNS_ONLY")

@@ -226,6 +226,20 @@ def needs_root(why):
     return [] if os.geteuid() == 0 else [f"needs root ({why}); CI runs it as root"]
 
 
+def needs_ebpf(why):
+    """needs_root(why), and a kernel with BTF, which the endpoint probe's
+    programs are relocated against."""
+    problems = needs_root(why)
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        problems.append("needs a kernel with BTF (/sys/kernel/btf/vmlinux)")
+    return problems
+
+
+def needs_commands(commands, package):
+    """A problem for each command not on PATH; `package` is Debian's."""
+    return [f"missing: {c} (Debian: apt-get install {package})" for c in commands if shutil.which(c) is None]
+
+
 def unable(script, problems):
     """What a test does when the machine lacks something it needs: fails under
     CI=true (CI must run every test), else skips loudly (77, CTest's
