@@ -3,6 +3,7 @@
 
 #include "headroom/orca/report_writer.h"
 #include "headroom/orca/signals_blocked.h"
+#include "publishers/listen_socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -44,51 +45,6 @@ constexpr unsigned kConnectionTimeoutSeconds = 10;
 constexpr unsigned kConnectionSlack = 64;
 // The descriptors the listener may take: a quarter of RLIMIT_NOFILE.
 constexpr double kDescriptorShare = 0.25;
-
-// "127.0.0.1:9446" / "[::1]:9446" (checked by the configuration) -> a socket address.
-bool socket_address(const std::string& address, sockaddr_storage& out, socklen_t& len, int& port) {
-  const std::size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return false;
-  std::string host = address.substr(0, colon);
-  port = std::atoi(address.c_str() + colon + 1);
-  out = {};
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&out);
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons(static_cast<uint16_t>(port));
-    len = sizeof *a;
-    return ::inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &a->sin6_addr) == 1;
-  }
-  auto* a = reinterpret_cast<sockaddr_in*>(&out);
-  a->sin_family = AF_INET;
-  a->sin_port = htons(static_cast<uint16_t>(port));
-  len = sizeof *a;
-  return ::inet_pton(AF_INET, host.c_str(), &a->sin_addr) == 1;
-}
-
-// A listening socket on the address, bound here so that a failure names its
-// cause (the HTTP server would only say that it failed). IPv6 addresses
-// listen on IPv6 only: "[::]:9446" does not also take IPv4.
-Result<int> listen_on(const std::string& address, int& port) {
-  sockaddr_storage sa{};
-  socklen_t len = 0;
-  if (!socket_address(address, sa, len, port)) return logic_error("not an IP address and port: " + address);
-  const int fd = ::socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return system_error(errno, "cannot open a socket for " + address);
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (sa.ss_family == AF_INET6) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 || ::listen(fd, SOMAXCONN) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return system_error(err, "cannot listen on " + address);
-  }
-  len = sizeof sa;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
-    port = ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
-                                          : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
-  return fd;
-}
 
 // libmicrohttpd's request callback: one answer per request, queued at once
 // (a request body, which nothing here wants, is discarded).
