@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -55,6 +56,16 @@ Result<int> listen_on(const std::string& address, int& port) {
     port = ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
                                           : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
   return fd;
+}
+
+void lower_listener_thread_priority() {
+  thread_local bool lowered = false;
+  if (lowered) return;
+  lowered = true;
+  const auto tid = static_cast<id_t>(::gettid());
+  errno = 0;
+  const int now = ::getpriority(PRIO_PROCESS, tid);
+  if (errno == 0) ::setpriority(PRIO_PROCESS, tid, now + kListenerNiceness);
 }
 
 }  // namespace headroom::publishers

@@ -17,4 +17,12 @@ namespace headroom::publishers {
 // share a port without knowing it.
 Result<int> listen_on(const std::string& address, int& port);
 
+// The listeners' threads run this much nicer than the process, so that on a
+// busy machine a connection flood's work waits for the sampling loop, not
+// the loop for it. Lowering one's own priority needs no privilege.
+inline constexpr int kListenerNiceness = 10;
+// Makes the calling thread kListenerNiceness nicer, once per thread (a
+// thread it starts inherits it).
+void lower_listener_thread_priority();
+
 }  // namespace headroom::publishers

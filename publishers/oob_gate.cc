@@ -174,6 +174,7 @@ void OobGate::handed(int fd) {
 }
 
 void OobGate::run() {
+  lower_listener_thread_priority();
   epoll_event events[256];
   while (!stop_) {
     const int n = ::epoll_wait(epoll_fd_, events, 256, 250);

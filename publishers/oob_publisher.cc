@@ -19,7 +19,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
+#include "publishers/listen_socket.h"
 #include "publishers/oob_gate.h"
 #include "publishers/oob_instances.h"
 #include "publishers/oob_module.h"
@@ -177,7 +179,11 @@ Result<std::shared_ptr<OobListener>> OobHub::listener(const std::string& address
   l->service_ = std::make_unique<orca::StreamService>(streams_);
   int port = 0;
   const bool tcp = !address.starts_with("unix:");
-  l->server_ = start_oob_server(tcp ? std::string() : address, *l->service_, &port);
+  // Started from a thread of listener priority: the server's threads inherit it.
+  std::thread([&] {
+    lower_listener_thread_priority();
+    l->server_ = start_oob_server(tcp ? std::string() : address, *l->service_, &port);
+  }).join();
   if (!l->server_) {
     l->server_.reset();
     return logic_error("cannot listen on " + address + ": " + why_not(address));

@@ -52,6 +52,7 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
                       const char* /*version*/, const char* /*upload_data*/, size_t* /*upload_data_size*/,
                       void** /*request_state*/) {
   auto* listener = static_cast<MetricsListener*>(cls);
+  lower_listener_thread_priority();
   if (const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT))
     listener->requested(reinterpret_cast<uintptr_t>(info->socket_context));
   MetricsHub::Answer a = listener->hub().answer(method, url);
@@ -70,6 +71,7 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
 void on_connection(void* cls, MHD_Connection* connection, void** socket_context,
                    enum MHD_ConnectionNotificationCode code) {
   auto* listener = static_cast<MetricsListener*>(cls);
+  lower_listener_thread_priority();  // libmicrohttpd's thread
   if (code == MHD_CONNECTION_NOTIFY_STARTED) {
     static std::atomic<uint64_t> next{1};
     const uint64_t id = next.fetch_add(1);
@@ -203,6 +205,7 @@ void MetricsListener::closed(uint64_t id) {
 }
 
 void MetricsListener::sweep() {
+  lower_listener_thread_priority();
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     wake_.wait_for(lock, std::chrono::milliseconds(250));
