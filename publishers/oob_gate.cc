@@ -167,7 +167,11 @@ void OobGate::handed(int fd) {
       ++it;
       continue;
     }
-    ::shutdown(it->fd, SHUT_RDWR);  // gRPC sees the end and closes it
+    // gRPC sees the end and closes it. gRPC could close the descriptor
+    // between the inode check and this call and another socket take its
+    // number: a window of microseconds, against a connection cap that
+    // would otherwise not hold.
+    ::shutdown(it->fd, SHUT_RDWR);
     handed_.erase(it);
     return;
   }
