@@ -11,7 +11,6 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <grpcpp/server.h>
@@ -67,12 +66,13 @@ OobGate::OobGate(int listen_fd, int epoll_fd, int wake_fd, grpc::Server* server,
       wake_fd_(wake_fd),
       server_(server),
       pending_(cap, kPrefaceDeadline),
-      max_handed_(connection_cap(nofile_soft_limit(), kMaxOobConnections, kDescriptorShare)) {
+      // A served connection takes two descriptors: gRPC's and the duplicate followed here.
+      max_handed_(connection_cap(nofile_soft_limit(), kMaxOobConnections, kDescriptorShare / 2)) {
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = listen_fd_;
+  ev.data.u64 = static_cast<uint64_t>(listen_fd_);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
-  ev.data.fd = wake_fd_;
+  ev.data.u64 = static_cast<uint64_t>(wake_fd_);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
 }
 
@@ -83,6 +83,7 @@ OobGate::~OobGate() {
   if (thread_.joinable()) thread_.join();
   for (ConnectionDeadlines::Id id : pending_.expired(ConnectionDeadlines::Clock::time_point::max()))
     ::close(static_cast<int>(id));
+  for (const auto& [keep, serial] : live_handed_) ::close(keep);
   ::close(listen_fd_);
   ::close(epoll_fd_);
   ::close(wake_fd_);
@@ -109,7 +110,7 @@ void OobGate::accept_all() {
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;  // each new byte once, not while it waits
-    ev.data.fd = fd;
+    ev.data.u64 = static_cast<uint64_t>(fd);
     if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
       ::close(fd);
       continue;
@@ -136,10 +137,8 @@ void OobGate::examine(int fd, uint32_t events) {
 
 namespace {
 
-uint64_t inode_of(int fd) {
-  struct stat st {};
-  return ::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) ? st.st_ino : 0;
-}
+// Epoll data: a waiting connection's descriptor, or a handed one's duplicate with this bit.
+constexpr uint64_t kHandedTag = uint64_t{1} << 63;
 
 uint64_t bytes_received(int fd) {
   tcp_info info{};
@@ -150,31 +149,45 @@ uint64_t bytes_received(int fd) {
 
 }  // namespace
 
-void OobGate::prune_handed() {
-  std::erase_if(handed_, [](const Handed& h) { return inode_of(h.fd) != h.inode; });
+void OobGate::forget_handed(int keep) {
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, keep, nullptr);  // gRPC's descriptor shares the registration's file
+  ::close(keep);
+  live_handed_.erase(keep);
 }
 
 void OobGate::handed(int fd) {
-  handed_.push_back(Handed{fd, inode_of(fd)});
-  // Over the cap: the oldest live one without a call goes (the dead ones met
-  // on the way are forgotten; the rest are pruned every 250 ms).
-  for (auto it = handed_.begin(); handed_.size() > max_handed_ && it != std::prev(handed_.end());) {
-    if (inode_of(it->fd) != it->inode) {
+  const int keep = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (keep < 0) return;  // out of descriptors: this one is not counted, the next ones will be
+  epoll_event ev{};
+  ev.events = EPOLLRDHUP | EPOLLET;  // its end only (hang-ups are always reported)
+  ev.data.u64 = kHandedTag | static_cast<uint64_t>(keep);
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, keep, &ev) != 0) {
+    ::close(keep);
+    return;
+  }
+  live_handed_[keep] = ++next_serial_;
+  handed_.push_back(Handed{keep, next_serial_});
+  // Over the cap: the oldest one without a call is shut down (gRPC sees the
+  // end and closes it; its hang-up then closes the duplicate).
+  const auto followed = [this](const Handed& h) {
+    auto it = live_handed_.find(h.keep);
+    return it != live_handed_.end() && it->second == h.serial;
+  };
+  for (auto it = handed_.begin(); live_handed_.size() > max_handed_ && it != std::prev(handed_.end());) {
+    if (!followed(*it)) {
       it = handed_.erase(it);
       continue;
     }
-    if (bytes_received(it->fd) >= kCallBytes) {  // a client with a call
+    if (bytes_received(it->keep) >= kCallBytes) {  // a client with a call
       ++it;
       continue;
     }
-    // gRPC sees the end and closes it. gRPC could close the descriptor
-    // between the inode check and this call and another socket take its
-    // number: a window of microseconds, against a connection cap that
-    // would otherwise not hold.
-    ::shutdown(it->fd, SHUT_RDWR);
+    ::shutdown(it->keep, SHUT_RDWR);
+    forget_handed(it->keep);
     handed_.erase(it);
     return;
   }
+  while (!handed_.empty() && !followed(handed_.front())) handed_.pop_front();
 }
 
 void OobGate::run() {
@@ -183,7 +196,11 @@ void OobGate::run() {
   while (!stop_) {
     const int n = ::epoll_wait(epoll_fd_, events, 256, 250);
     for (int i = 0; i < n; ++i) {
-      const int fd = events[i].data.fd;
+      if ((events[i].data.u64 & kHandedTag) != 0) {  // gRPC shut it down, or the peer ended it
+        forget_handed(static_cast<int>(events[i].data.u64 & ~kHandedTag));
+        continue;
+      }
+      const int fd = static_cast<int>(events[i].data.u64);
       if (fd == wake_fd_) continue;
       if (fd == listen_fd_) {
         accept_all();
@@ -193,14 +210,10 @@ void OobGate::run() {
     }
     const auto now = ConnectionDeadlines::Clock::now();
     for (ConnectionDeadlines::Id id : pending_.expired(now)) drop(static_cast<int>(id));
-    if (now >= next_prune_) {
-      prune_handed();
-      next_prune_ = now + std::chrono::milliseconds(250);
-    }
     if (!accepting_ && now >= resume_accept_) {
       epoll_event ev{};
       ev.events = EPOLLIN;
-      ev.data.fd = listen_fd_;
+      ev.data.u64 = static_cast<uint64_t>(listen_fd_);
       ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
       accepting_ = true;
     }

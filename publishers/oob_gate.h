@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "headroom/orca/result.h"
 #include "publishers/connection_deadlines.h"
@@ -51,21 +52,25 @@ class OobGate {
   void examine(int fd, uint32_t events);
   void drop(int fd);
   void handed(int fd);
-  void prune_handed();
+  void forget_handed(int keep);
 
-  // A connection handed to gRPC, which closes it when it likes: the
-  // descriptor names it only while its socket's inode is the same.
+  // A connection handed to gRPC is followed through a duplicate of its
+  // descriptor (`keep`), the gate's own: shutting it down always reaches
+  // that connection, whatever gRPC has closed meanwhile. gRPC shuts a
+  // socket down before closing it, so the duplicate hears the end and is
+  // closed then. `serial` tells an entry from a later one on the same number.
   struct Handed {
-    int fd;
-    uint64_t inode;
+    int keep;
+    uint64_t serial;
   };
 
   int listen_fd_, epoll_fd_, wake_fd_;
   grpc::Server* server_;
   ConnectionDeadlines pending_;  // ids are the descriptors: they are this thread's until handed over
-  std::deque<Handed> handed_;    // oldest first
+  std::deque<Handed> handed_;                     // oldest first; entries of forgotten ones are skipped
+  std::unordered_map<int, uint64_t> live_handed_;  // keep -> serial, while followed
+  uint64_t next_serial_ = 0;
   std::size_t max_handed_;
-  ConnectionDeadlines::Clock::time_point next_prune_{};
   bool accepting_ = true;
   ConnectionDeadlines::Clock::time_point resume_accept_{};
   std::atomic<bool> stop_{false};
