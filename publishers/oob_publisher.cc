@@ -19,7 +19,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
+#include "publishers/listen_socket.h"
+#include "publishers/oob_gate.h"
 #include "publishers/oob_instances.h"
 #include "publishers/oob_module.h"
 
@@ -123,7 +126,8 @@ orca::StreamHub::Resolver resolver(const OobOptions& options) {
 
 std::unique_ptr<grpc::Server> start_oob_server(const std::string& address, grpc::Service& service, int* port) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  // A TCP listener's connections come through OobGate: the server has no port.
+  if (!address.empty()) builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
   builder.RegisterService(&service);
   // Two agents must not share a port without knowing it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -134,6 +138,9 @@ std::unique_ptr<grpc::Server> start_oob_server(const std::string& address, grpc:
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 5'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  // A connection with no call (a client that sent the preface, then
+  // nothing) is closed after this long; a stream's connection is never idle.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, static_cast<int>(kOobIdleConnection.count()));
   grpc::ResourceQuota quota("headroom-oob");
   quota.Resize(64 << 20);
   builder.SetResourceQuota(quota);
@@ -141,6 +148,7 @@ std::unique_ptr<grpc::Server> start_oob_server(const std::string& address, grpc:
 }
 
 OobListener::~OobListener() {
+  gate_.reset();  // no new connection while the server shuts down
   if (!server_) return;
   AllSignalsBlocked blocked;
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
@@ -170,10 +178,20 @@ Result<std::shared_ptr<OobListener>> OobHub::listener(const std::string& address
   l->address_ = address;
   l->service_ = std::make_unique<orca::StreamService>(streams_);
   int port = 0;
-  l->server_ = start_oob_server(address, *l->service_, &port);
-  if (!l->server_ || (!address.starts_with("unix:") && port == 0)) {
+  const bool tcp = !address.starts_with("unix:");
+  // Started from a thread of listener priority: the server's threads inherit it.
+  std::thread([&] {
+    lower_listener_thread_priority();
+    l->server_ = start_oob_server(tcp ? std::string() : address, *l->service_, &port);
+  }).join();
+  if (!l->server_) {
     l->server_.reset();
     return logic_error("cannot listen on " + address + ": " + why_not(address));
+  }
+  if (tcp) {
+    auto gate = OobGate::start(address, l->server_.get(), port);
+    if (!gate) return gate.error();
+    l->gate_ = std::move(gate.value());
   }
   if (address.starts_with("unix:")) {
     // Anyone on this machine may connect, as anyone may read the report

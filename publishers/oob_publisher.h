@@ -34,6 +34,7 @@ class Service;
 namespace headroom::publishers {
 
 class OobInstanceListeners;
+class OobGate;
 
 // A started gRPC server with `service` on `address` and the listener's rules
 // (no port sharing, message sizes, handshake and keepalive limits, a memory
@@ -61,6 +62,7 @@ class OobListener {
   int port_ = 0;
   std::unique_ptr<orca::StreamService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<OobGate> gate_;  // a TCP address's accept() (oob_gate.h); none for unix:
 };
 
 // The process's streams and listeners.

@@ -3,12 +3,14 @@
 
 #include "headroom/orca/report_writer.h"
 #include "headroom/orca/signals_blocked.h"
+#include "publishers/listen_socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -35,62 +38,24 @@ namespace {
 constexpr const char* kVersion = HEADROOM_VERSION;
 
 constexpr const char* kExpositionType = "text/plain; version=0.0.4; charset=utf-8";
-constexpr unsigned kServerThreads = 2;
-constexpr unsigned kMaxConnections = 64;
-constexpr unsigned kConnectionTimeoutSeconds = 5;
-
-// "127.0.0.1:9446" / "[::1]:9446" (checked by the configuration) -> a socket address.
-bool socket_address(const std::string& address, sockaddr_storage& out, socklen_t& len, int& port) {
-  const std::size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return false;
-  std::string host = address.substr(0, colon);
-  port = std::atoi(address.c_str() + colon + 1);
-  out = {};
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&out);
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons(static_cast<uint16_t>(port));
-    len = sizeof *a;
-    return ::inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &a->sin6_addr) == 1;
-  }
-  auto* a = reinterpret_cast<sockaddr_in*>(&out);
-  a->sin_family = AF_INET;
-  a->sin_port = htons(static_cast<uint16_t>(port));
-  len = sizeof *a;
-  return ::inet_pton(AF_INET, host.c_str(), &a->sin_addr) == 1;
-}
-
-// A listening socket on the address, bound here so that a failure names its
-// cause (the HTTP server would only say that it failed). IPv6 addresses
-// listen on IPv6 only: "[::]:9446" does not also take IPv4.
-Result<int> listen_on(const std::string& address, int& port) {
-  sockaddr_storage sa{};
-  socklen_t len = 0;
-  if (!socket_address(address, sa, len, port)) return logic_error("not an IP address and port: " + address);
-  const int fd = ::socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return system_error(errno, "cannot open a socket for " + address);
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (sa.ss_family == AF_INET6) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 || ::listen(fd, 64) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return system_error(err, "cannot listen on " + address);
-  }
-  len = sizeof sa;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
-    port = ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
-                                          : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
-  return fd;
-}
+// MHD's own inactivity timeout: a backstop behind the request deadline.
+constexpr unsigned kConnectionTimeoutSeconds = 10;
+// MHD's limit sits above the cap: a connection over the cap is accepted, and
+// closes the oldest waiting one, rather than being refused.
+constexpr unsigned kConnectionSlack = 64;
+// The descriptors the listener may take: a quarter of RLIMIT_NOFILE.
+constexpr double kDescriptorShare = 0.25;
 
 // libmicrohttpd's request callback: one answer per request, queued at once
 // (a request body, which nothing here wants, is discarded).
 MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, const char* method,
                       const char* /*version*/, const char* /*upload_data*/, size_t* /*upload_data_size*/,
                       void** /*request_state*/) {
-  const auto* hub = static_cast<const MetricsHub*>(cls);
-  MetricsHub::Answer a = hub->answer(method, url);
+  auto* listener = static_cast<MetricsListener*>(cls);
+  lower_listener_thread_priority();
+  if (const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT))
+    listener->requested(reinterpret_cast<uintptr_t>(info->socket_context));
+  MetricsHub::Answer a = listener->hub().answer(method, url);
   MHD_Response* response =
       MHD_create_response_from_buffer(a.body.size(), a.body.data(), MHD_RESPMEM_MUST_COPY);
   if (response == nullptr) return MHD_NO;
@@ -99,6 +64,29 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
   const MHD_Result queued = MHD_queue_response(connection, a.status, response);
   MHD_destroy_response(response);
   return queued;
+}
+
+// Each connection gets an id (its socket context) when it opens, and the
+// listener follows it until it closes.
+void on_connection(void* cls, MHD_Connection* connection, void** socket_context,
+                   enum MHD_ConnectionNotificationCode code) {
+  auto* listener = static_cast<MetricsListener*>(cls);
+  lower_listener_thread_priority();  // libmicrohttpd's thread
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    static std::atomic<uint64_t> next{1};
+    const uint64_t id = next.fetch_add(1);
+    *socket_context = reinterpret_cast<void*>(static_cast<uintptr_t>(id));
+    const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    listener->opened(id, info != nullptr ? info->connect_fd : -1);
+  } else {
+    listener->closed(reinterpret_cast<uintptr_t>(*socket_context));
+  }
+}
+
+uint64_t nofile_soft_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 1024;
+  return r.rlim_cur == RLIM_INFINITY ? (1u << 20) : r.rlim_cur;
 }
 
 void on_server_error(void* /*cls*/, const char* fmt, va_list ap) {
@@ -150,31 +138,79 @@ Result<std::shared_ptr<MetricsListener>> MetricsHub::listener(const std::string&
   std::lock_guard lock(listeners_mutex_);
   if (auto it = listeners_.find(address); it != listeners_.end())
     if (auto running = it->second.lock()) return running;
-  std::shared_ptr<MetricsListener> l(new MetricsListener());
+  const std::size_t cap = connection_cap(nofile_soft_limit(), kMaxMetricsConnections, kDescriptorShare);
+  std::shared_ptr<MetricsListener> l(new MetricsListener(this, cap));
   l->address_ = address;
   auto fd = listen_on(address, l->port_);
   if (!fd) return fd.error();
   {
-    // A few threads polling every connection (a slow client holds none of
-    // them), a bounded number of connections, each dropped after 5 s idle.
+    // One thread polling every connection (a slow client holds none of
+    // it); each connection's memory is a small fixed pool, allocated when
+    // it is accepted; ConnectionDeadlines bounds how many and for how long.
     AllSignalsBlocked blocked;  // its threads leave the daemon's signals alone
     l->daemon_ = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &on_request,
-        const_cast<MetricsHub*>(this), MHD_OPTION_LISTEN_SOCKET, static_cast<MHD_socket>(fd.value()),
-        MHD_OPTION_THREAD_POOL_SIZE, kServerThreads, MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
-        MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutSeconds, MHD_OPTION_EXTERNAL_LOGGER, &on_server_error,
+        l.get(), MHD_OPTION_LISTEN_SOCKET, static_cast<MHD_socket>(fd.value()), MHD_OPTION_CONNECTION_LIMIT,
+        static_cast<unsigned>(cap + kConnectionSlack), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        kMetricsConnectionMemory, MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutSeconds,
+        MHD_OPTION_NOTIFY_CONNECTION, &on_connection, l.get(), MHD_OPTION_EXTERNAL_LOGGER, &on_server_error,
         nullptr, MHD_OPTION_END);
   }
   if (l->daemon_ == nullptr) {
     ::close(fd.value());
     return logic_error("cannot start the HTTP server on " + address);
   }
+  {
+    AllSignalsBlocked blocked;
+    l->sweeper_ = std::thread([raw = l.get()] { raw->sweep(); });
+  }
   listeners_[address] = l;
   return l;
 }
 
 MetricsListener::~MetricsListener() {
+  if (sweeper_.joinable()) {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    sweeper_.join();
+  }
   if (daemon_ != nullptr) MHD_stop_daemon(daemon_);  // closes the listening socket too
+}
+
+// A connection is closed by shutting its socket down: libmicrohttpd sees the
+// end, closes it and says so (closed()) before the descriptor is released,
+// so the descriptor shut down is always the connection's own.
+void MetricsListener::close_locked(uint64_t id) {
+  if (auto it = fds_.find(id); it != fds_.end() && it->second >= 0) ::shutdown(it->second, SHUT_RDWR);
+}
+
+void MetricsListener::opened(uint64_t id, int fd) {
+  std::lock_guard lock(mutex_);
+  fds_[id] = fd;
+  if (auto evicted = deadlines_.accepted(id, ConnectionDeadlines::Clock::now())) close_locked(*evicted);
+}
+
+void MetricsListener::requested(uint64_t id) {
+  std::lock_guard lock(mutex_);
+  deadlines_.requested(id, ConnectionDeadlines::Clock::now());
+}
+
+void MetricsListener::closed(uint64_t id) {
+  std::lock_guard lock(mutex_);
+  deadlines_.closed(id);
+  fds_.erase(id);
+}
+
+void MetricsListener::sweep() {
+  lower_listener_thread_priority();
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, std::chrono::milliseconds(250));
+    for (uint64_t id : deadlines_.expired(ConnectionDeadlines::Clock::now())) close_locked(id);
+  }
 }
 
 // ---------------------------------------------------------------------------

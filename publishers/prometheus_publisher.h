@@ -9,6 +9,7 @@
 // under a short lock, so a scrape never holds up a tick.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -16,9 +17,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "headroom/orca/result.h"
+#include "publishers/connection_deadlines.h"
 #include "publishers/failure_latch.h"
 #include "publishers/process_shared.h"
 #include "publishers/prometheus_metrics.h"
@@ -31,9 +35,16 @@ namespace headroom::publishers {
 
 class MetricsHub;
 
-// One HTTP listener: a socket bound to the address and the server threads
+// One HTTP listener: a socket bound to the address and the server thread
 // answering on it. Shared by the publishers of successive configurations
-// that name the same address.
+// that name the same address. Its connections are held to
+// ConnectionDeadlines (a complete request within kRequestDeadline, at most
+// cap() open, the oldest waiting one closed for a new one): a flood of idle,
+// trickling or half-open clients neither fills it nor grows its memory
+// (docs/metrics.md, "Under a connection flood").
+inline constexpr std::chrono::milliseconds kRequestDeadline{5000};
+inline constexpr std::size_t kMaxMetricsConnections = 512;
+inline constexpr std::size_t kMetricsConnectionMemory = 8 * 1024;  // MHD's pool per connection: request, headers
 class MetricsListener {
  public:
   ~MetricsListener();
@@ -41,13 +52,31 @@ class MetricsListener {
   MetricsListener& operator=(const MetricsListener&) = delete;
   const std::string& address() const { return address_; }
   int port() const { return port_; }  // the bound port (the address's, or the one port 0 got)
+  std::size_t cap() const { return deadlines_.cap(); }
+
+  // libmicrohttpd's callbacks (prometheus_publisher.cc).
+  void opened(uint64_t id, int fd);
+  void requested(uint64_t id);
+  void closed(uint64_t id);
+  const MetricsHub& hub() const { return *hub_; }
 
  private:
   friend class MetricsHub;
-  MetricsListener() = default;
+  explicit MetricsListener(const MetricsHub* hub, std::size_t cap)
+      : hub_(hub), deadlines_(cap, kRequestDeadline) {}
+  void sweep();  // the thread closing connections past their deadline
+  void close_locked(uint64_t id);
+
+  const MetricsHub* hub_;
   std::string address_;
   int port_ = 0;
   MHD_Daemon* daemon_ = nullptr;
+  std::mutex mutex_;
+  ConnectionDeadlines deadlines_;
+  std::unordered_map<uint64_t, int> fds_;
+  bool stopping_ = false;
+  std::condition_variable wake_;
+  std::thread sweeper_;
 };
 
 class MetricsHub {
