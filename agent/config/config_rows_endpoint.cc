@@ -111,7 +111,9 @@ void add_endpoint_rows(std::vector<KeyRow>& out, const KeyFacts& f) {
       {"endpoint", "max_concurrency", KeyType::integer, "an integer such as 64", "1 to " + n(kMaxConcurrencyLimit),
        "", "",
        "How many requests the service handles at once at most (its worker or connection limit). Declaring it adds "
-       "the `concurrency` signal to the endpoint's report.",
+       "the `concurrency` signal to the endpoint's report: the requests in flight, queued ones included, "
+       "over the last interval as a share of it, bounded to 1 "
+       "([shedding.md](shedding.md#the-concurrency-signal)).",
        set_max_concurrency, "64"},
   };
   out.insert(out.end(), std::begin(rows), std::end(rows));

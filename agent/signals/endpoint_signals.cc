@@ -110,8 +110,20 @@ EndpointSignals EndpointWindow::signals(const EndpointConfig& endpoint) const {
   s.p99_ms = ms(histogram_quantile_ns(hist, 0.99));
   s.share_over_target = share_target_;
   s.share_over_max = share_max_;
-  if (endpoint.max_concurrency > 0) s.concurrency = s.inflight_avg / static_cast<double>(endpoint.max_concurrency);
+  if (!slots_.empty() && slots_.back().seconds > 0)
+    s.inflight_last = slots_.back().busy_ns / (slots_.back().seconds * 1e9);
+  // At the end as in the average: the requests not read yet count too.
+  s.concurrency = concurrency_share(s.inflight_last, s.inflight_now + s.pending, endpoint.max_concurrency);
   return s;
+}
+
+std::optional<double> concurrency_share(double inflight_avg, double inflight_end, uint32_t max_concurrency) {
+  if (max_concurrency == 0) return std::nullopt;
+  const double max = static_cast<double>(max_concurrency);
+  double inflight = inflight_avg;
+  if (inflight_avg > max) inflight = std::min(inflight_avg, inflight_end);  // NaN end: the average
+  if (!(inflight > 0)) return 0.0;                                            // NaN too
+  return std::min(1.0, inflight / max);
 }
 
 std::size_t window_intervals(std::chrono::nanoseconds interval, std::chrono::nanoseconds smoothing) {

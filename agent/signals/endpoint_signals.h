@@ -50,10 +50,11 @@ struct EndpointSignals {
   double eps = 0;             // 5xx responses per second over the window
   double inflight_now = 0;    // requests in flight at the last snapshot
   double inflight_avg = 0;    // time-average over the window
+  double inflight_last = 0;   // time-average over the last interval
   double pending = 0;         // requests on the port the server has not read yet
   std::optional<double> p50_ms, p90_ms, p99_ms;  // of the window's completions
   std::optional<double> share_over_target, share_over_max;  // absent until the first request
-  std::optional<double> concurrency;  // inflight_avg / max_concurrency, when declared
+  std::optional<double> concurrency;  // concurrency_share(inflight_last, inflight_now + pending), when declared
   uint64_t window_requests = 0;       // completed + aborted in the window
   double window_seconds = 0;
 };
@@ -77,6 +78,22 @@ class EndpointWindow {
   // answering and lost its clients does not look healthy).
   std::optional<double> share_target_, share_max_;
 };
+
+// The concurrency signal: requests in flight as a share of the declared
+// max_concurrency, bounded to [0, 1]; nullopt when none is declared (0).
+// In flight is the count time-averaged over the last interval; when that
+// exceeds max_concurrency, the count at the interval's end if lower (both
+// with the requests not read yet).
+//
+// In flight counts the requests queued at the server too, so past
+// max_concurrency it measures a queue, which grows for as long as demand
+// exceeds capacity: unbounded, it would pass every shedding threshold,
+// CRITICAL's included. A queue the shedder has emptied must stop counting at
+// the next report, or the shedder keeps shedding everything while the server
+// idles: hence the last interval rather than the window, and the count at
+// its end once a queue was there. Below max_concurrency the average alone
+// (a single count is noisy). docs/shedding.md has the measurements.
+std::optional<double> concurrency_share(double inflight_avg, double inflight_end, uint32_t max_concurrency);
 
 // Number of intervals in the window: smoothing / interval, at least 1.
 std::size_t window_intervals(std::chrono::nanoseconds interval, std::chrono::nanoseconds smoothing);

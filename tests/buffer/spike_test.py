@@ -26,6 +26,12 @@ beside it: CRITICAL must fare clearly worse there, or
 the spike did not overload the server and the test proves nothing. Both
 runs' figures go to stderr.
 
+The same spike with max_concurrency = 16 declared on the endpoint (the
+server has one worker, so its in-flight count passes 16 as soon as a queue
+builds, and the concurrency signal drives the shedder): the same CRITICAL,
+order and recovery checks. SPIKE_TEST_ONLY=NAME runs only the tests whose
+name contains NAME (ctest runs each on its own).
+
 Needs root (eBPF, the cgroup) and 2 CPUs; without them it skips loudly (77),
 and with CI=true it fails.
 """
@@ -42,6 +48,7 @@ from harness import figure, note  # noqa: E402
 
 SLO_TARGET, SLO_MAX = "100ms", "500ms"
 SPIKE = 4
+MAX_CONCURRENCY = 16
 BEFORE, SPIKE_FOR, AFTER = "6s", "15s", "6s"
 RIG = None
 
@@ -69,6 +76,26 @@ class SpikeTest(unittest.TestCase):
                             svg=os.path.join(self.tmp, label + ".svg"), extra=["--expect-served", "CRITICAL=99"])
         show(label, rc, doc)
         return doc, {s["kind"]: s for s in doc["steps"]}
+
+    def check_shed_in_order(self, steps, crit):
+        """The spike was sent and shed; CRITICAL served; the shed shares ordered; the recovery served."""
+        spike = steps["spike"]
+        classes = spike["classes"]
+        self.assertGreaterEqual(spike["all"]["offered"], 0.95 * spike["rate"] * spike["measured_s"],
+                                "the spike was sent")
+        self.assertGreaterEqual(crit, 0.99, "CRITICAL served within the SLO max")
+        self.assertGreater(spike["all"]["rejected"], 0, "a 4x spike above capacity must shed")
+        # Ordered, up to the noise of drawing: each request is shed with the
+        # bucket's probability, so two buckets both shed at ~97 % can swap by
+        # a few tenths of a point. Allow three standard deviations of the
+        # difference of two binomial shares, nothing more.
+        order = ("BULK", "BEST_EFFORT", "DEGRADED", "CRITICAL")
+        for less, more in zip(order, order[1:]):
+            a, b = classes[less], classes[more]
+            pa, pb = a["rejected_share"], b["rejected_share"]
+            noise = 3 * math.sqrt(pa * (1 - pa) / max(a["offered"], 1) + pb * (1 - pb) / max(b["offered"], 1))
+            self.assertGreaterEqual(pa, pb - noise, f"{less} shed {pa:.4f} < {more} {pb:.4f} (noise {noise:.4f})")
+        self.assertGreaterEqual(steps["recovery"]["all"]["served_share"], 0.99, "recovered after the spike")
 
     def test_shedding_on_headroom_keeps_critical_alive_through_a_4x_spike(self):
         server, port = RIG.start_server(self.tmp, self.orca, case=self)
@@ -104,28 +131,50 @@ class SpikeTest(unittest.TestCase):
                f"{steps_off['recovery']['all']['served_share'] * 100:.1f} % (with shedding: served "
                f"{spike['served_rps']:.0f}/s, failed {spike['failed_rps']:.0f}/s)")
 
-        self.assertGreaterEqual(spike["all"]["offered"], 0.95 * spike["rate"] * spike["measured_s"],
-                                "the spike was sent")
-        self.assertGreaterEqual(crit, 0.99, "CRITICAL served within the SLO max")
-        self.assertGreater(spike["all"]["rejected"], 0, "a 4x spike above capacity must shed")
+        self.check_shed_in_order(steps, crit)
         self.assertLess(rej["p99"], 5.0, "shed requests are answered fast")
         # Shed answers come from the server's I/O thread, which shares the
         # service's one CPU with the worker: a few wait for the scheduler (one
         # CI run saw 62 of 12 154 = 0.51 % over 5 ms, with a p99 of 2.4 ms).
         self.assertLessEqual(slow, 0.01 * (spike["all"]["rejected"] + slow), "rejections slower than 5 ms")
-        # Ordered, up to the noise of drawing: each request is shed with the
-        # bucket's probability, so two buckets both shed at ~97 % can swap by
-        # a few tenths of a point. Allow three standard deviations of the
-        # difference of two binomial shares, nothing more.
-        order = ("BULK", "BEST_EFFORT", "DEGRADED", "CRITICAL")
-        for less, more in zip(order, order[1:]):
-            a, b = classes[less], classes[more]
-            pa, pb = a["rejected_share"], b["rejected_share"]
-            noise = 3 * math.sqrt(pa * (1 - pa) / max(a["offered"], 1) + pb * (1 - pb) / max(b["offered"], 1))
-            self.assertGreaterEqual(pa, pb - noise, f"{less} shed {pa:.4f} < {more} {pb:.4f} (noise {noise:.4f})")
-        self.assertGreaterEqual(steps["recovery"]["all"]["served_share"], 0.99, "recovered after the spike")
         self.assertLess(crit_off, crit - 0.1, "without shedding CRITICAL must fare clearly worse, "
                         "or the spike does not overload the server")
+
+    def test_shedding_on_max_concurrency_keeps_critical_alive_through_a_4x_spike(self):
+        # max_concurrency 16 on a server with one worker: its concurrency
+        # signal passes every shedding threshold long before latency does,
+        # so it is the signal that drives the shedder through the spike.
+        server, port = RIG.start_server(self.tmp, self.orca, case=self)
+        cap = RIG.capacity(port)
+        baseline = 0.4 * cap
+        RIG.start_headroomd(self.tmp, self.orca, port, SLO_TARGET, SLO_MAX,
+                            endpoint_keys=f"max_concurrency = {MAX_CONCURRENCY}\n", case=self)
+        trace = spike_rig.ReportTrace(RIG.headroomctl, os.path.join(self.orca, "endpoint.spike.orca")).start()
+        doc, steps = self.run_spike(port, baseline, "max-concurrency")
+        rows = trace.stop()
+        spike = steps["spike"]
+        crit = spike_rig.served_share(doc, "CRITICAL")
+        # The spike's readings: it starts after BEFORE (6 s) and lasts SPIKE_FOR (15 s).
+        # The named metric, which the utilization map would clamp were the signal unbounded.
+        conc = [r.get("named_metrics", {}).get("headroom.concurrency") for t, r in rows if 6.0 <= t < 21.0]
+        missing = conc.count(None)
+        conc = [c for c in conc if c is not None]
+        figure(f"with max_concurrency {MAX_CONCURRENCY} (capacity {cap:.0f} req/s, spike {SPIKE * baseline:.0f} "
+               f"req/s): CRITICAL {crit * 100:.2f} % served within {SLO_MAX}; shed in the spike: "
+               + ", ".join(f"{n} {c['rejected_share'] * 100:.1f} %" for n, c in spike["classes"].items())
+               + f"; spike served {spike['served_rps']:.0f}/s, endpoint report's application_utilization mean "
+               f"{spike['utilization']['endpoint']['mean']:.2f}; recovery served "
+               f"{steps['recovery']['all']['served_share'] * 100:.1f} %")
+        if conc:
+            figure(f"concurrency signal in the spike: {len(conc)} readings, max {max(conc):.2f}, "
+                   f"{sum(c >= 0.8 for c in conc)} at >= 0.8, {sum(c >= 0.6 for c in conc)} at >= 0.6, "
+                   f"median {sorted(conc)[len(conc) // 2]:.3f}")
+        note("shedding server's stderr:\n" + harness.tail(server.err(), 10))
+        self.assertGreaterEqual(len(conc), 50, f"readings of the report in the spike ({missing} without concurrency)")
+        self.assertEqual(missing, 0, "every report in the spike carries headroom.concurrency")
+        self.assertGreaterEqual(max(conc), 0.8, "the queue took the concurrency signal into the shedding range")
+        self.assertLessEqual(max(conc), 1.0, "the concurrency signal is bounded")
+        self.check_shed_in_order(steps, crit)
 
 
 def main():
@@ -143,7 +192,7 @@ def main():
         note(f"FAIL: not built: {', '.join(RIG.missing())}")
         cgroup.remove()
         return 1
-    return harness.run_suite(SpikeTest, cleanup=cgroup.remove)
+    return harness.run_suite(SpikeTest, only_env="SPIKE_TEST_ONLY", cleanup=cgroup.remove)
 
 
 if __name__ == "__main__":

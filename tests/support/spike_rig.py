@@ -12,6 +12,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
 
 import harness
@@ -101,13 +102,14 @@ class Rig:
             raise AssertionError(f"capacity run had errors: {got}")
         return got["rps"]
 
-    def start_headroomd(self, tmp, orca, port, target, slo_max, agent_keys="", case=None):
-        """headroomd for the server's port; waits for the endpoint's first report and a settled window."""
+    def start_headroomd(self, tmp, orca, port, target, slo_max, agent_keys="", endpoint_keys="", case=None):
+        """headroomd for the server's port; waits for the endpoint's first report and a settled window.
+        endpoint_keys: more lines of the [[endpoint]] table (e.g. "max_concurrency = 16\n")."""
         config = os.path.join(tmp, "headroom.toml")
         with open(config, "w") as f:
             f.write(f'[agent]\norca_dir = {harness.toml_string(orca)}\n{agent_keys}'
                     f'[node]\ncgroup = "{self.cgroup.name}"\ncgroup_version = {self.cgroup.version}\n'
-                    f'[[endpoint]]\nname = "spike"\nport = {port}\ntarget = "{target}"\nmax = "{slo_max}"\n')
+                    f'[[endpoint]]\nname = "spike"\nport = {port}\ntarget = "{target}"\nmax = "{slo_max}"\n{endpoint_keys}')
         proc = Proc("headroomd", [self.headroomd, "--config", config], tmp, case)
         report = os.path.join(orca, "endpoint.spike.orca")
 
@@ -131,6 +133,36 @@ class Rig:
         if p.returncode not in (0, 1):
             raise AssertionError(f"headroomctl buffer exited {p.returncode}: {p.stderr}")
         return p.returncode, json.loads(p.stdout)
+
+
+class ReportTrace:
+    """Reads a report file with `headroomctl cat --json` every ~50 ms in a
+    thread, from start() to stop(): rows of (seconds since start, report)."""
+
+    def __init__(self, headroomctl, path, every=0.05):
+        self.argv = [headroomctl, "cat", "--json", path]
+        self.every = every
+        self.rows = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.t0 = None
+
+    def start(self):
+        self.t0 = time.monotonic()
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(10)
+        return self.rows
+
+    def run(self):
+        while not self.stopping.is_set():
+            p = subprocess.run(self.argv, capture_output=True, text=True, timeout=10)
+            if p.returncode == 0:
+                self.rows.append((time.monotonic() - self.t0, json.loads(p.stdout)["report"]))
+            self.stopping.wait(self.every)
 
 
 def served_share(doc, name):

@@ -533,7 +533,7 @@ TEST(EndpointWindow, ConcurrencyOnlyWhenDeclared) {
   struct Case {
     uint32_t max_concurrency;
     std::optional<double> expected;
-  } cases[] = {{0, std::nullopt}, {1, 6.0}, {4, 1.5}, {64, 6.0 / 64}};
+  } cases[] = {{0, std::nullopt}, {1, 1.0}, {4, 1.0}, {6, 1.0}, {8, 0.75}, {64, 6.0 / 64}};
   EndpointWindow w(2);
   w.add(iv(0.1, 10, 0, 0, 0, 0, 0.6e9), 6, 0, 0);  // 6 in flight on average
   for (const auto& c : cases) {
@@ -643,7 +643,7 @@ class Pipeline {
 };
 
 TEST(EndpointWindow, HealthyServerThroughThePipeline) {
-  const auto e = endpoint(4, 10ms, 100ms);
+  const auto e = endpoint(8, 10ms, 100ms);
   SimulatedServer server(10 * kMs, 100 * kMs);
   Pipeline p(server, 10);
   EndpointSignals s;
@@ -660,8 +660,9 @@ TEST(EndpointWindow, HealthyServerThroughThePipeline) {
   EXPECT_DOUBLE_EQ(*s.share_over_max, 0.0);
   // 980 x 5 ms + 20 x 15 ms of latency per second: 5.2 in flight on average.
   EXPECT_DOUBLE_EQ(s.inflight_avg, 5.2);
+  EXPECT_DOUBLE_EQ(s.inflight_last, 5.2);
   ASSERT_TRUE(s.concurrency);
-  EXPECT_DOUBLE_EQ(*s.concurrency, 5.2 / 4);
+  EXPECT_DOUBLE_EQ(*s.concurrency, 5.2 / 8);
   ASSERT_TRUE(s.p50_ms && s.p99_ms);
   EXPECT_NEAR(*s.p50_ms, 5.0, 5.0 / 32);
   EXPECT_NEAR(*s.p99_ms, 15.0, 15.0 / 32);
@@ -782,6 +783,71 @@ TEST(EndpointComposite, LargestAvailable) {
     s.concurrency = c.concurrency;
     EXPECT_EQ(endpoint_composite(s), c.expected) << c.name;
   }
+}
+
+TEST(ConcurrencyShare, BoundedShareOfTheDeclaredMaximum) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Case {
+    const char* name;
+    double avg, end;  // time-averaged over the interval, at its end
+    uint32_t max_concurrency;
+    std::optional<double> expected;
+  } cases[] = {
+      {"not declared: no signal", 5, 5, 0, std::nullopt},
+      {"idle", 0, 0, 16, 0.0},
+      {"light load: the average, not the end's 0", 0.4, 0, 16, 0.025},
+      {"the average, not the end's 3", 8, 3, 16, 0.5},
+      {"the average, not the end's 30", 12.8, 30, 16, 0.8},
+      {"the declared maximum in use", 16, 2, 16, 1.0},
+      {"a queue: bounded", 17, 17, 16, 1.0},
+      {"a queue of 100: still 1, not 7.25", 116, 120, 16, 1.0},
+      {"a queue that drained: the end", 29, 5, 16, 5.0 / 16},
+      {"a queue that drained completely", 29, 0, 16, 0.0},
+      {"a queue draining, still above the maximum at the end", 40, 20, 16, 1.0},
+      {"max_concurrency 1", 0.5, 0, 1, 0.5},
+      {"max_concurrency 1, busy", 1, 1, 1, 1.0},
+      {"a large maximum", 3, 3, 1000000, 3e-6},
+      {"negative: 0", -1, 0, 16, 0.0},
+      {"NaN average: 0", nan, 0, 16, 0.0},
+      {"NaN end: the average", 20, nan, 16, 1.0},
+      {"infinite: 1", inf, inf, 16, 1.0},
+  };
+  for (const auto& c : cases) EXPECT_EQ(concurrency_share(c.avg, c.end, c.max_concurrency), c.expected) << c.name;
+}
+
+// The signal follows the last interval, not the window, and once a queue
+// was there, no more than the count at its end: a queue that has emptied
+// stops shedding at the next report, while inflight_avg still remembers it
+// for the rest of the window.
+TEST(EndpointWindow, ConcurrencyFollowsTheLastInterval) {
+  const auto e = endpoint(16);
+  EndpointWindow w(5);
+  struct Step {
+    double inflight;  // time-average over the 100 ms interval
+    uint64_t at_end;  // in flight at its end
+    double expected_concurrency, expected_avg;
+  } steps[] = {
+      {0.4, 0, 0.025, 0.4},      // baseline: the average
+      {8, 29, 0.5, 4.2},         // a queue starts: the average
+      {29, 58, 1.0, 12.47},      // bounded at 1
+      {58, 5, 5.0 / 16, 23.85},  // drained but for 5: the end, the window's average lags
+      {20, 0, 0.0, 23.08},       // drained
+      {1, 2, 1.0 / 16, 23.2},    // the baseline's interval left the window
+  };
+  for (const auto& st : steps) {
+    w.add(iv(0.1, 100, 0, 0, 0, 0, st.inflight * 0.1e9), st.at_end, 0, 0);
+    const auto s = w.signals(e);
+    ASSERT_TRUE(s.concurrency);
+    EXPECT_DOUBLE_EQ(*s.concurrency, st.expected_concurrency) << st.inflight << ", " << st.at_end << " at the end";
+    EXPECT_DOUBLE_EQ(s.inflight_last, st.inflight);
+    EXPECT_NEAR(s.inflight_avg, st.expected_avg, 0.01) << st.inflight;
+  }
+  // A queue still there at the end, but not read yet: 2 read, 30 pending.
+  w.add(iv(0.1, 100, 0, 0, 0, 0, 40 * 0.1e9), 2, 0, 0, 30);
+  EXPECT_DOUBLE_EQ(*w.signals(e).concurrency, 1.0) << "the requests not read yet are in flight at the end too";
+  w.add(iv(0.1, 100, 0, 0, 0, 0, 40 * 0.1e9), 2, 0, 0, 6);
+  EXPECT_DOUBLE_EQ(*w.signals(e).concurrency, 8.0 / 16);
 }
 
 // ===========================================================================
