@@ -430,7 +430,11 @@ static __always_inline void more_of_the_request(struct hr_inflight *r, __u64 now
   r->last_ns = now;
   r->seq_last = rcv;
   r->flags &= ~HR_F_DRAINED;
+  /* HTTP/1: the body announced has all arrived (http1.bpf.h) */
+  if ((r->flags & HR_F_HEAD) && (__s32)(rcv - r->need_seq) >= 0) r->flags |= HR_F_WHOLE;
 }
+
+#include "http1.bpf.h"
 
 /* ---- The syscall program set: the request's bytes in the server's user
  * buffers, the connection from the file descriptor. */
@@ -448,10 +452,32 @@ static __always_inline void tcp_seqs(__u64 sk, const int btf, __u32 *copied, __u
   }
 }
 
-/* After a read of a request in flight: has the server read all that came? */
-static __always_inline void note_read(struct hr_inflight *r, __u64 sk, const int btf) {
+/* The bytes a read of request r moved, for http1.bpf.h: those of the first
+ * buffer (a read that filled more than one iovec is not looked at). A
+ * global function: the verifier checks it on its own. at: the socket's read
+ * position after the read (high 32 bits) and the bytes read (low 32); how:
+ * H1_FIRST. */
+__noinline int h1_sys_read(struct hr_inflight *r, __u64 buf, __u64 iov, __u64 at, __u32 how) {
+  const __u32 ret = (__u32)at, copied = (__u32)(at >> 32);
+  if (!r || ret == 0 || (r->flags & (HR_F_WHOLE | HR_F_OTHER))) return 0;
+  if (iov) { /* readv, recvmsg: the first buffer's length (a plain read returns at most its one) */
+    struct iovec v = {};
+    if (bpf_probe_read_user(&v, sizeof v, (void *)iov) || (__u64)ret > v.iov_len) {
+      r->flags |= HR_F_OTHER;
+      return 0;
+    }
+  }
+  h1_piece(r, buf, ret, copied, H1_USER | (how & H1_FIRST));
+  return 0;
+}
+
+/* After a read of a request in flight: what its bytes say (HTTP/1), and
+ * whether the server has read all that came. */
+static __always_inline void note_read_of(struct hr_inflight *r, struct call *c, long ret, const int btf, __u32 how) {
   __u32 copied, rcv;
-  tcp_seqs(sk, btf, &copied, &rcv);
+  tcp_seqs(c->sk, btf, &copied, &rcv);
+  if (!(r->flags & (HR_F_WHOLE | HR_F_OTHER)) && ret > 0 && ret < 0x7fffffff)
+    h1_sys_read(r, c->buf, c->iov, ((__u64)copied << 32) | (__u32)ret, how);
   r->flags &= ~HR_F_WAITING;
   if (copied == rcv) r->flags |= HR_F_DRAINED;
   else r->flags &= ~HR_F_DRAINED;
@@ -461,7 +487,7 @@ static __always_inline void on_data_in(struct call *c, long ret, const int btf) 
   __u64 sk = c->sk;
   struct hr_inflight *cur = bpf_map_lookup_elem(&inflight, &sk);
   if (cur && cur->ep != HR_PENDING) { /* more of the same request */
-    note_read(cur, sk, btf);
+    note_read_of(cur, c, ret, btf, 0);
     return;
   }
   const struct hr_port *pe = sys_port(c->port);
@@ -474,7 +500,7 @@ static __always_inline void on_data_in(struct call *c, long ret, const int btf) 
   }
   if (cur) { /* it arrived before: now its endpoint is known */
     cur->ep = ep;
-    note_read(cur, sk, btf);
+    note_read_of(cur, c, ret, btf, H1_FIRST);
     return;
   }
   /* No arrival seen (a kernel without sock:sk_data_ready, or data that came
@@ -486,7 +512,7 @@ static __always_inline void on_data_in(struct call *c, long ret, const int btf) 
   tcp_seqs(sk, btf, &copied, &rcv);
   struct hr_inflight r = {.start_ns = now, .last_ns = now, .seq_last = rcv, .ep = ep, .port = (__u16)c->port,
                           .netns = netns_of((const struct sock *)sk, 0)};
-  note_read(&r, sk, btf);
+  note_read_of(&r, c, ret, btf, H1_FIRST);
   bpf_map_update_elem(&inflight, &sk, &r, BPF_ANY);
 }
 
@@ -686,6 +712,79 @@ static __always_inline void free_slot(struct hr_slot *e) {
   e->sk = 0;
 }
 
+/* Where the bytes that just arrived are, for http1.bpf.h. On loopback and
+ * with most network drivers they sit in page fragments of the socket's last
+ * buffer (struct sk_buff): a page's address in the kernel's direct map is
+ * dmap_base + page pointer * (page size / sizeof(struct page)), where
+ * dmap_base is learnt once from a slab (dmap_learn). 0: not known. */
+__u64 dmap_base = 0;
+__u32 dmap_attempts = 0;
+#define HR_DMAP_ATTEMPTS 100000
+
+/* dmap_base from a slab: the page of a slab on its cache's partial list,
+ * and the address of a free object in it (rounded down to the slab's size:
+ * the slab's own address). 0: not known from this one. All addresses are
+ * read as numbers (bpf_probe_read_kernel). */
+static __always_inline __u64 dmap_from(__u64 cache, __u32 order, __u64 entry) {
+  const __u64 slab = entry - bpf_core_field_offset(struct slab, slab_list);
+  __u64 owner = 0, free = 0;
+  if (bpf_probe_read_kernel(&owner, 8, (void *)(slab + bpf_core_field_offset(struct slab, slab_cache))) ||
+      owner != cache || bpf_probe_read_kernel(&free, 8, (void *)(slab + bpf_core_field_offset(struct slab, freelist))) ||
+      !free)
+    return 0;
+  const __u32 page_size = bpf_core_type_size(struct page);
+  if (order > 10 || page_size == 0 || (page_size & (page_size - 1)) || page_size > 4096) return 0;
+  const __u64 start = free & ~((4096ull << order) - 1);
+  return start - slab * (4096 / page_size);
+}
+
+/* Learns dmap_base from the first and the last slab on the partial list of
+ * the socket's cache: two different slabs that give the same base. */
+static __noinline void dmap_learn(const struct sock *sk) {
+  dmap_attempts++;
+  const struct kmem_cache *c = sk->sk_prot_creator->slab;
+  if (!c) return;
+  const __u32 order = c->oo.x >> 16;
+  __u64 cache = 0, node = 0, first = 0, last = 0;
+  if (bpf_probe_read_kernel(&cache, 8, &sk->sk_prot_creator->slab) || bpf_probe_read_kernel(&node, 8, &c->node[0]) ||
+      !node)
+    return;
+  const __u64 head = node + bpf_core_field_offset(struct kmem_cache_node, partial);
+  if (bpf_probe_read_kernel(&first, 8, (void *)head) || bpf_probe_read_kernel(&last, 8, (void *)(head + 8))) return;
+  if (!first || !last || first == last || first == head || last == head) return;
+  const __u64 a = dmap_from(cache, order, first), b = dmap_from(cache, order, last);
+  if (a && a == b) dmap_base = a;
+}
+
+/* The address of the last n bytes that reached sk, when they are in one
+ * piece of memory, else 0. */
+static __always_inline __u64 arrived_bytes(const struct sock *sk, __u32 n) {
+  const struct sk_buff *skb = sk->sk_receive_queue.prev;
+  if (!skb || (const void *)skb == (const void *)&sk->sk_receive_queue) return 0;
+  const __u32 len = skb->len, data_len = skb->data_len;
+  if (n == 0 || n > len) return 0;
+  if (data_len == 0) { /* all in the buffer's own memory (a read: the address as a number) */
+    __u64 data = 0;
+    if (bpf_probe_read_kernel(&data, sizeof data, &skb->data)) return 0;
+    return data + len - n;
+  }
+  const __u64 base = dmap_base;
+  if (!base) {
+    if (dmap_attempts < HR_DMAP_ATTEMPTS) dmap_learn(sk);
+    return 0;
+  }
+  const struct skb_shared_info *sh =
+      bpf_rdonly_cast(skb->head + skb->end, bpf_core_type_id_kernel(struct skb_shared_info));
+  const __u32 nr = sh->nr_frags;
+  if (nr == 0 || nr > 32 || sh->frag_list) return 0;
+  struct skb_frag f = {};
+  if (bpf_probe_read_kernel(&f, sizeof f, (const void *)((__u64)sh + bpf_core_field_offset(struct skb_shared_info, frags) +
+                                                          (__u64)(nr - 1) * sizeof f)))
+    return 0;
+  if (f.len < n || (f.netmem & 1)) return 0; /* spread over fragments; memory that is not a page */
+  return base + (__u64)f.netmem * (4096 / bpf_core_type_size(struct page)) + f.offset + f.len - n;
+}
+
 static __always_inline void sock_arrival(struct sock *sk) {
   __u32 port = sk->__sk_common.skc_num;
   const struct hr_port *pe = sock_port(port);
@@ -698,7 +797,9 @@ static __always_inline void sock_arrival(struct sock *sk) {
   __u32 copied = tp->copied_seq;
   __u32 rcv = tp->rcv_nxt;
   if (e) {
+    const __u32 n = rcv - e->r.seq_last;
     more_of_the_request(&e->r, now, copied, rcv);
+    if (!(e->r.flags & (HR_F_WHOLE | HR_F_OTHER))) h1_piece(&e->r, arrived_bytes(sk, n), n, rcv, 0);
     return;
   }
   if (!free) return; /* all taken around here: the request is not counted */
@@ -716,6 +817,9 @@ static __always_inline void sock_arrival(struct sock *sk) {
   free->r.port = (__u16)port;
   free->r.flags = 0;
   free->r.netns = netns_of(sk, 1);
+  free->r.tail = 0;
+  const __u32 n = rcv - copied;
+  h1_piece(&free->r, arrived_bytes(sk, n), n, rcv, H1_FIRST);
 }
 
 static __always_inline void sock_write(struct sock *sk, const struct msghdr *msg) {

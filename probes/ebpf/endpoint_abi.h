@@ -163,11 +163,19 @@ struct hr_inflight {
   __u16 port;       /* local port */
   __u16 flags;      /* HR_F_* */
   __u32 netns;      /* the server socket's network namespace: which instance */
+  /* HTTP/1 (http1.bpf.h): is all of the request here? */
+  __u32 tail;       /* its last 4 bytes so far, the latest lowest: a header block's end split between pieces */
+  __u32 need_seq;   /* HR_F_HEAD: the receive sequence number where its body ends */
+  __u32 clen;       /* HR_F_CLEN: the Content-Length its header block announced */
   __u32 pad;
 };
 #define HR_F_WAITING 1 /* arrived, the server has read none of it yet */
-#define HR_F_PIECES 2  /* it came in pieces, the server waiting in between */
+#define HR_F_PIECES 2  /* it came in pieces or is known unfinished: the server waits in between */
 #define HR_F_DRAINED 4 /* the server has read every byte that arrived */
+#define HR_F_WHOLE 8   /* HTTP/1: all of it arrived (its header block and body): server time from here on */
+#define HR_F_OTHER 16  /* not looked at as HTTP/1 (not a request line, or unreadable): the pauses alone */
+#define HR_F_HEAD 32   /* HTTP/1: its header block arrived, its body has not yet (need_seq) */
+#define HR_F_CLEN 64   /* HTTP/1: a Content-Length was seen (clen) */
 
 /* The socket set's requests in flight: an array of slots, memory-mapped by
  * user space, which reads them each interval without a system call per
@@ -246,12 +254,14 @@ struct hr_h2_stats {
 };
 
 /* A request's server time at now: its age less the client's pauses. One that
- * came in pieces and whose bytes the server has all read is waiting for the
- * client's next piece: its time stopped at the latest piece's arrival. A
- * response ends a request at now whatever the flags (the server was working
- * on it, not waiting). */
+ * came in pieces (or is known unfinished) and whose bytes the server has all
+ * read is waiting for the client's next piece: its time stopped at the latest
+ * piece's arrival, unless all of it has arrived (HR_F_WHOLE: then the server
+ * is working on it). A response ends a request at now whatever the flags
+ * (the server was working on it, not waiting). */
 static inline __u64 hr_server_time(const struct hr_inflight *r, __u64 now) {
-  const __u64 end = ((r->flags & (HR_F_PIECES | HR_F_DRAINED)) == (HR_F_PIECES | HR_F_DRAINED)) ? r->last_ns : now;
+  const int waiting = (r->flags & (HR_F_PIECES | HR_F_DRAINED | HR_F_WHOLE)) == (HR_F_PIECES | HR_F_DRAINED);
+  const __u64 end = waiting ? r->last_ns : now;
   const __u64 spent = r->start_ns + r->paused_ns;
   return end > spent ? end - spent : 0;
 }
