@@ -421,9 +421,12 @@ static __always_inline __u64 response_time(const struct hr_inflight *r, __u64 no
 
 /* Another piece of a request in flight arrived (copied: the socket's
  * copied_seq, rcv: its rcv_nxt with the piece). If the server had read every
- * byte before it, it was waiting for the client since the previous piece. */
+ * byte before it, or the request was known unfinished, it was waiting for the
+ * client since the previous piece. */
 static __always_inline void more_of_the_request(struct hr_inflight *r, __u64 now, __u32 copied, __u32 rcv) {
-  if ((__s32)(copied - r->seq_last) >= 0) {
+  /* An HTTP/1 request known unfinished was waiting for this piece whether
+   * the server had read the previous one or not. */
+  if ((__s32)(copied - r->seq_last) >= 0 || (r->flags & (HR_F_OPEN | HR_F_WHOLE)) == HR_F_OPEN) {
     r->paused_ns += now - r->last_ns;
     r->flags |= HR_F_PIECES;
   }

@@ -150,9 +150,10 @@ struct hr_listener {
  * Waiting on the client is not server time (docs/endpoints.md, "Slow
  * clients"): when a piece of a request arrives after the server had read
  * every byte that arrived before it, the time since the previous piece came
- * was the client's and goes into paused_ns; the request is then HR_F_PIECES,
- * and while the server has read all of it (HR_F_DRAINED) it waits for the
- * client and does not age. */
+ * was the client's and goes into paused_ns; the request is then HR_F_PIECES
+ * (as is an HTTP/1 request known to be unfinished, http1.bpf.h), and while
+ * the server has read all of it (HR_F_DRAINED) it waits for the client and
+ * does not age, unless all of it has arrived (HR_F_WHOLE). */
 struct hr_inflight {
   __u64 start_ns;   /* bpf_ktime_get_ns() when the request came in */
   __u64 paused_ns;  /* time the server spent waiting for the client's next piece */
@@ -176,6 +177,7 @@ struct hr_inflight {
 #define HR_F_OTHER 16  /* not looked at as HTTP/1 (not a request line, or unreadable): the pauses alone */
 #define HR_F_HEAD 32   /* HTTP/1: its header block arrived, its body has not yet (need_seq) */
 #define HR_F_CLEN 64   /* HTTP/1: a Content-Length was seen (clen) */
+#define HR_F_OPEN 128  /* HTTP/1: known unfinished (until HR_F_WHOLE): the server can do nothing but wait */
 
 /* The socket set's requests in flight: an array of slots, memory-mapped by
  * user space, which reads them each interval without a system call per
@@ -253,14 +255,17 @@ struct hr_h2_stats {
   __u64 hpack_lost;     /* header blocks the probe could not walk whole (too long, CONTINUATION, split) */
 };
 
-/* A request's server time at now: its age less the client's pauses. One that
- * came in pieces (or is known unfinished) and whose bytes the server has all
- * read is waiting for the client's next piece: its time stopped at the latest
- * piece's arrival, unless all of it has arrived (HR_F_WHOLE: then the server
- * is working on it). A response ends a request at now whatever the flags
- * (the server was working on it, not waiting). */
+/* A request's server time at now: its age less the client's pauses. One
+ * known unfinished (HTTP/1: HR_F_OPEN), read or not, or one that came in
+ * pieces and whose bytes the server has all read, is waiting for the
+ * client's next piece: its time stopped at the latest piece's arrival, unless
+ * all of it has arrived (HR_F_WHOLE: then the server is working on it). A
+ * response ends a request at now whatever the flags (the server was working
+ * on it, not waiting). */
 static inline __u64 hr_server_time(const struct hr_inflight *r, __u64 now) {
-  const int waiting = (r->flags & (HR_F_PIECES | HR_F_DRAINED | HR_F_WHOLE)) == (HR_F_PIECES | HR_F_DRAINED);
+  const __u16 f = r->flags;
+  const int waiting = !(f & HR_F_WHOLE) &&
+                      ((f & HR_F_OPEN) || (f & (HR_F_PIECES | HR_F_DRAINED)) == (HR_F_PIECES | HR_F_DRAINED));
   const __u64 end = waiting ? r->last_ns : now;
   const __u64 spent = r->start_ns + r->paused_ns;
   return end > spent ? end - spent : 0;

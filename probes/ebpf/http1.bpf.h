@@ -175,7 +175,7 @@ __noinline int h1_piece(struct hr_inflight *r, __u64 addr, __u32 n, __u32 end_se
   if (head_end < 0 && tail == H1_HEAD_END) head_end = (__s32)n; /* past the scanned bytes */
   if (head_end < 0) {
     if (n > HR_SCAN_BYTES) r->flags |= HR_F_OTHER; /* a header block longer than is scanned */
-    else r->flags |= HR_F_PIECES;                   /* the header block goes on */
+    else r->flags |= HR_F_PIECES | HR_F_OPEN;       /* the header block goes on */
     return 0;
   }
   const __u32 need = end_seq - n + (__u32)head_end + ((r->flags & HR_F_CLEN) ? r->clen : 0);
@@ -184,7 +184,7 @@ __noinline int h1_piece(struct hr_inflight *r, __u64 addr, __u32 n, __u32 end_se
     return 0;
   }
   r->need_seq = need;
-  r->flags |= HR_F_HEAD | HR_F_PIECES;
+  r->flags |= HR_F_HEAD | HR_F_PIECES | HR_F_OPEN;
   return 0;
 }
 

@@ -45,6 +45,20 @@ TEST(ServerTime, TheClientsPausesAreNotServerTime) {
        request(100, 1900, 2100, HR_F_PIECES | HR_F_DRAINED), 9000, 100},
       {"slowloris, a header line every 2 s for a minute: no server time at all",
        request(0, 60000, 60000, HR_F_PIECES | HR_F_DRAINED), 61000, 0},
+      {"HTTP/1, known unfinished from its first piece, read: the client's time from the start",
+       request(100, 0, 100, HR_F_PIECES | HR_F_OPEN | HR_F_DRAINED), 60100, 0},
+      {"HTTP/1, known unfinished, not read yet: still the client's (the server could not answer it)",
+       request(100, 0, 100, HR_F_PIECES | HR_F_OPEN | HR_F_WAITING), 5100, 0},
+      {"HTTP/1, unfinished after pieces: stopped at the last piece, pauses off",
+       request(100, 1900, 2100, HR_F_PIECES | HR_F_OPEN), 9000, 100},
+      {"not known unfinished, not read yet (a stopped server): ages from its arrival",
+       request(100, 0, 100, HR_F_PIECES | HR_F_WAITING), 5100, 5000},
+      {"HTTP/1, whole after being unfinished, not read: ages from its last piece",
+       request(100, 2000, 2100, HR_F_PIECES | HR_F_OPEN | HR_F_WHOLE | HR_F_WAITING), 2600, 500},
+      {"HTTP/1, whole after pieces, all read: the server works on it, ages from the last piece",
+       request(100, 2000, 2100, HR_F_PIECES | HR_F_DRAINED | HR_F_WHOLE), 2600, 500},
+      {"HTTP/1, whole in one piece, all read: its whole age", request(100, 0, 100, HR_F_DRAINED | HR_F_WHOLE),
+       350, 250},
       {"clock read before the last piece's time: never negative", request(100, 0, 100, 0), 90, 0},
       {"pauses larger than the age (clock skew between CPUs): zero, not a wrap",
        request(100, 500, 400, HR_F_PIECES), 450, 0},
@@ -80,6 +94,16 @@ TEST_F(AccountInflight, ARequestHeldByASlowClientIsNotLate) {
   EXPECT_EQ(totals[0].inflight, 1u) << "it is still in flight: concurrency counts it";
   EXPECT_EQ(totals[0].inflight_over_target, 0u);
   EXPECT_EQ(totals[0].inflight_age_ns, 50 * kMs);
+}
+
+TEST_F(AccountInflight, AnUnfinishedHttp1RequestIsNotLateReadOrNot) {
+  // 5 s since its only piece, which did not end its head.
+  add(request(0, 0, 0, HR_F_WAITING | HR_F_PIECES | HR_F_OPEN, 0), 5000);
+  add(request(0, 0, 0, HR_F_DRAINED | HR_F_PIECES | HR_F_OPEN, 0), 5000);
+  EXPECT_EQ(totals[0].pending, 1u) << "not read yet: pending, as any unread bytes";
+  EXPECT_EQ(totals[0].inflight, 1u);
+  EXPECT_EQ(totals[0].pending_over_target + totals[0].inflight_over_target, 0u);
+  EXPECT_EQ(totals[0].inflight_age_ns, 0u);
 }
 
 TEST_F(AccountInflight, ARequestTheServerHasNotReadIsPendingForItsEndpoint) {
