@@ -741,22 +741,32 @@ static __always_inline __u64 dmap_from(__u64 cache, __u32 order, __u64 entry) {
   return start - slab * (4096 / page_size);
 }
 
-/* Learns dmap_base from the first and the last slab on the partial list of
- * the socket's cache: two different slabs that give the same base. */
+/* dmap_base from the first and the last slab on the partial list of cache
+ * (order: of its slabs): two different slabs that give the same base. */
+static __always_inline __u64 dmap_of_cache(__u64 cache, __u32 order) {
+  __u64 node = 0, first = 0, last = 0;
+  if (!cache || bpf_probe_read_kernel(&node, 8, (void *)(cache + bpf_core_field_offset(struct kmem_cache, node))) ||
+      !node)
+    return 0;
+  const __u64 head = node + bpf_core_field_offset(struct kmem_cache_node, partial);
+  if (bpf_probe_read_kernel(&first, 8, (void *)head) || bpf_probe_read_kernel(&last, 8, (void *)(head + 8))) return 0;
+  if (!first || !last || first == last || first == head || last == head) return 0;
+  const __u64 a = dmap_from(cache, order, first), b = dmap_from(cache, order, last);
+  return a == b ? a : 0;
+}
+
+/* Learns dmap_base from the socket's own cache, else from its protocol's
+ * time-wait cache (which keeps many partial slabs). */
 static __noinline void dmap_learn(const struct sock *sk) {
   dmap_attempts++;
-  const struct kmem_cache *c = sk->sk_prot_creator->slab;
-  if (!c) return;
-  const __u32 order = c->oo.x >> 16;
-  __u64 cache = 0, node = 0, first = 0, last = 0;
-  if (bpf_probe_read_kernel(&cache, 8, &sk->sk_prot_creator->slab) || bpf_probe_read_kernel(&node, 8, &c->node[0]) ||
-      !node)
-    return;
-  const __u64 head = node + bpf_core_field_offset(struct kmem_cache_node, partial);
-  if (bpf_probe_read_kernel(&first, 8, (void *)head) || bpf_probe_read_kernel(&last, 8, (void *)(head + 8))) return;
-  if (!first || !last || first == last || first == head || last == head) return;
-  const __u64 a = dmap_from(cache, order, first), b = dmap_from(cache, order, last);
-  if (a && a == b) dmap_base = a;
+  const struct proto *prot = sk->sk_prot_creator;
+  const struct kmem_cache *c = prot->slab;
+  __u64 cache = 0, base = 0; /* the caches' addresses as numbers */
+  if (c && !bpf_probe_read_kernel(&cache, 8, &prot->slab)) base = dmap_of_cache(cache, c->oo.x >> 16);
+  const struct timewait_sock_ops *tw = prot->twsk_prot;
+  if (!base && tw && tw->twsk_slab && !bpf_probe_read_kernel(&cache, 8, &tw->twsk_slab))
+    base = dmap_of_cache(cache, tw->twsk_slab->oo.x >> 16);
+  if (base) dmap_base = base;
 }
 
 /* The address of the last n bytes that reached sk, when they are in one
@@ -780,12 +790,15 @@ static __always_inline __u64 arrived_bytes(const struct sock *sk, __u32 n) {
       bpf_rdonly_cast(skb->head + skb->end, bpf_core_type_id_kernel(struct skb_shared_info));
   const __u32 nr = sh->nr_frags;
   if (nr == 0 || nr > 32 || sh->frag_list) return 0;
-  struct skb_frag f = {};
-  if (bpf_probe_read_kernel(&f, sizeof f, (const void *)((__u64)sh + bpf_core_field_offset(struct skb_shared_info, frags) +
-                                                          (__u64)(nr - 1) * sizeof f)))
-    return 0;
-  if (f.len < n || (f.netmem & 1)) return 0; /* spread over fragments; memory that is not a page */
-  return base + (__u64)f.netmem * (4096 / bpf_core_type_size(struct page)) + f.offset + f.len - n;
+  /* The last fragment, by plain loads (a typed view of its address). */
+  const struct skb_frag *f =
+      bpf_rdonly_cast(skb->head + skb->end + bpf_core_field_offset(struct skb_shared_info, frags) +
+                          (__u64)(nr - 1) * bpf_core_type_size(struct skb_frag),
+                      bpf_core_type_id_kernel(struct skb_frag));
+  const __u64 netmem = f->netmem;
+  const __u32 flen = f->len;
+  if (flen < n || (netmem & 1)) return 0; /* spread over fragments; memory that is not a page */
+  return base + netmem * (4096 / bpf_core_type_size(struct page)) + f->offset + flen - n;
 }
 
 static __always_inline void sock_arrival(struct sock *sk) {
