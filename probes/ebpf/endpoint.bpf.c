@@ -672,11 +672,13 @@ int hr_raw_data_ready(struct bpf_raw_tracepoint_args *ctx) {
  * and reads in place; whether the server has read it is the socket's
  * copied_seq, looked at only before user space reads the slots
  * (hr_sock_refresh), so no program runs on the server's reads. Endpoints with a path or
- * HTTP/2 need the request's bytes, which only the syscall set can read (here
- * they sit in page fragments, which a tracing program cannot address): their
- * ports go to the syscall set, attached beside this one (hr_port.set). The programs use plain loads from the kernel's
- * objects (tp_btf arguments are typed), no bpf_probe_read, and per request
- * three helper calls: the clock twice and the read of the status line. */
+ * HTTP/2 need the request's bytes, which the syscall set reads whole in the
+ * server's buffers (here they sit in page fragments; arrived_bytes reads only
+ * what tells an HTTP/1 request's end): their ports go to the syscall set,
+ * attached beside this one (hr_port.set). The programs use plain loads from
+ * the kernel's objects (tp_btf arguments are typed), and per request four
+ * helper calls: the clock twice, the read of the request's bytes
+ * (http1.bpf.h) and the read of the status line. */
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
