@@ -179,6 +179,23 @@ struct hr_inflight {
 #define HR_F_CLEN 64   /* HTTP/1: a Content-Length was seen (clen) */
 #define HR_F_OPEN 128  /* HTTP/1: known unfinished (until HR_F_WHOLE): the server can do nothing but wait */
 
+/* Does a request start like an HTTP/1 request line: a method of 3 to 8
+ * upper-case letters, a space, and a target that starts with '/' (origin
+ * form), '*' or 'h' (absolute form)? So that a line protocol's command ("SET
+ * k v", "PING") is not taken for one. b: the request's first 10 bytes, zero
+ * past its end. */
+static inline int hr_http1_request_line(const __u8 *b) {
+  for (int i = 0; i < 9; i++) {
+    const __u8 c = b[i];
+    if (c == ' ') {
+      const __u8 t = b[i + 1];
+      return i >= 3 && (t == '/' || t == '*' || t == 'h');
+    }
+    if (c < 'A' || c > 'Z') return 0;
+  }
+  return 0;
+}
+
 /* The socket set's requests in flight: an array of slots, memory-mapped by
  * user space, which reads them each interval without a system call per
  * request. A connection's request takes a free slot among a few from a

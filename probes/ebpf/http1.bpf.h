@@ -14,12 +14,12 @@
  * the server has read.
  *
  * The common case, a request whose first piece is all of it and carries no
- * body (GET, HEAD), costs one read of its bytes (under 64, else its first byte
- * and last 4): the first byte and the tail. Everything else (a method that
+ * body (GET, HEAD), costs one read of its bytes (under 64, else its first 10
+ * and last 4): its request line and its tail. Everything else (a method that
  * may carry a body, a piece that does not end the header block) scans the
  * piece's first HR_SCAN_BYTES bytes for the end of the header block and for
- * Content-Length. A piece that does not start like an HTTP/1 request line
- * (an upper-case method) makes the request HR_F_OTHER: not looked at again,
+ * Content-Length. A first piece that does not start like an HTTP/1 request
+ * line (hr_http1_request_line, endpoint_abi.h) makes the request HR_F_OTHER: not looked at again,
  * the rule of pauses alone. */
 #ifndef HEADROOM_PROBES_EBPF_HTTP1_BPF_H
 #define HEADROOM_PROBES_EBPF_HTTP1_BPF_H
@@ -132,13 +132,11 @@ __noinline int h1_piece(struct hr_inflight *r, __u64 addr, __u32 n, __u32 end_se
   }
   __u8 b[64] = {};
   __u32 tail;
-  __u8 method;
   if (n < 64) {
     __u32 len = n;
     barrier_var(len);
     len &= 63; /* for the verifier: the bound on the register it reads with */
     if (len == 0 || h1_read(b, len, addr, user)) return 0;
-    method = b[0];
     if (n >= 4) {
       const __u32 k = (n - 4) & 63;
       tail = ((__u32)b[k] << 24) | ((__u32)b[(k + 1) & 63] << 16) | ((__u32)b[(k + 2) & 63] << 8) | b[(k + 3) & 63];
@@ -148,11 +146,11 @@ __noinline int h1_piece(struct hr_inflight *r, __u64 addr, __u32 n, __u32 end_se
         if (i < n) tail = (tail << 8) | b[i];
     }
   } else {
-    if (h1_read(b, 1, addr, user) || h1_read(b + 8, 4, addr + n - 4, user)) return 0;
-    method = b[0];
-    tail = ((__u32)b[8] << 24) | ((__u32)b[9] << 16) | ((__u32)b[10] << 8) | b[11];
+    if (h1_read(b, 10, addr, user) || h1_read(b + 16, 4, addr + n - 4, user)) return 0;
+    tail = ((__u32)b[16] << 24) | ((__u32)b[17] << 16) | ((__u32)b[18] << 8) | b[19];
   }
-  if (first && (method < 'A' || method > 'Z')) { /* not an HTTP/1 request line */
+  const __u8 method = b[0];
+  if (first && !hr_http1_request_line(b)) { /* another protocol: the pauses alone */
     r->flags |= HR_F_OTHER;
     return 0;
   }

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The arithmetic of a request in flight (probes/ebpf/endpoint_abi.h's
 // hr_server_time, probes/endpoint_probe.h's account_inflight): its server
-// time, with the client's pauses taken off, and which totals it counts in.
+// time, with the client's pauses taken off, and which totals it counts in;
+// and which first bytes are taken for an HTTP/1 request line.
 // The kernel side keeps the fields; these tables say what they mean.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "probes/endpoint_probe.h"
@@ -64,6 +67,24 @@ TEST(ServerTime, TheClientsPausesAreNotServerTime) {
        request(100, 500, 400, HR_F_PIECES), 450, 0},
   };
   for (const auto& c : cases) EXPECT_EQ(hr_server_time(&c.r, c.now_ms * kMs), c.want_ms * kMs) << c.what;
+}
+
+TEST(Http1RequestLine, OnlyAMethodASpaceAndATargetLookLikeHttp1) {
+  struct Case {
+    const char* bytes;
+    int want;
+  };
+  const Case cases[] = {
+      {"GET / HTTP/1.1", 1},     {"POST /upload", 1},  {"OPTIONS * HTTP/1.1", 1}, {"GET http://x/ HTTP/1.1", 1},
+      {"PROPFIND /d", 1},        {"GET", 0},           {"GE / HTTP/1.1", 0},      {"SET k v", 0},
+      {"PING", 0},               {"get / HTTP/1.1", 0}, {"200", 0},               {"GET  /", 0},
+      {"VERYLONGMETHOD /", 0},   {"", 0},
+  };
+  for (const auto& c : cases) {
+    __u8 b[16] = {};
+    std::memcpy(b, c.bytes, std::min<std::size_t>(std::strlen(c.bytes), 10));
+    EXPECT_EQ(hr_http1_request_line(b), c.want) << '"' << c.bytes << '"';
+  }
 }
 
 class AccountInflight : public ::testing::Test {
