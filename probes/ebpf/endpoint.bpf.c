@@ -421,16 +421,23 @@ static __always_inline __u64 response_time(const struct hr_inflight *r, __u64 no
 
 /* Another piece of a request in flight arrived (copied: the socket's
  * copied_seq, rcv: its rcv_nxt with the piece). If the server had read every
- * byte before it, it was waiting for the client since the previous piece. */
+ * byte before it, or the request was known unfinished, it was waiting for the
+ * client since the previous piece. */
 static __always_inline void more_of_the_request(struct hr_inflight *r, __u64 now, __u32 copied, __u32 rcv) {
-  if ((__s32)(copied - r->seq_last) >= 0) {
+  /* An HTTP/1 request known unfinished was waiting for this piece whether
+   * the server had read the previous one or not. */
+  if ((__s32)(copied - r->seq_last) >= 0 || (r->flags & (HR_F_OPEN | HR_F_WHOLE)) == HR_F_OPEN) {
     r->paused_ns += now - r->last_ns;
     r->flags |= HR_F_PIECES;
   }
   r->last_ns = now;
   r->seq_last = rcv;
   r->flags &= ~HR_F_DRAINED;
+  /* HTTP/1: the body announced has all arrived (http1.bpf.h) */
+  if ((r->flags & HR_F_HEAD) && (__s32)(rcv - r->need_seq) >= 0) r->flags |= HR_F_WHOLE;
 }
+
+#include "http1.bpf.h"
 
 /* ---- The syscall program set: the request's bytes in the server's user
  * buffers, the connection from the file descriptor. */
@@ -448,10 +455,32 @@ static __always_inline void tcp_seqs(__u64 sk, const int btf, __u32 *copied, __u
   }
 }
 
-/* After a read of a request in flight: has the server read all that came? */
-static __always_inline void note_read(struct hr_inflight *r, __u64 sk, const int btf) {
+/* The bytes a read of request r moved, for http1.bpf.h: those of the first
+ * buffer (a read that filled more than one iovec is not looked at). A
+ * global function: the verifier checks it on its own. at: the socket's read
+ * position after the read (high 32 bits) and the bytes read (low 32); how:
+ * H1_FIRST. */
+__noinline int h1_sys_read(struct hr_inflight *r, __u64 buf, __u64 iov, __u64 at, __u32 how) {
+  const __u32 ret = (__u32)at, copied = (__u32)(at >> 32);
+  if (!r || ret == 0 || (r->flags & (HR_F_WHOLE | HR_F_OTHER))) return 0;
+  if (iov) { /* readv, recvmsg: the first buffer's length (a plain read returns at most its one) */
+    struct iovec v = {};
+    if (bpf_probe_read_user(&v, sizeof v, (void *)iov) || (__u64)ret > v.iov_len) {
+      r->flags |= HR_F_OTHER;
+      return 0;
+    }
+  }
+  h1_piece(r, buf, ret, copied, H1_USER | (how & H1_FIRST));
+  return 0;
+}
+
+/* After a read of a request in flight: what its bytes say (HTTP/1), and
+ * whether the server has read all that came. */
+static __always_inline void note_read_of(struct hr_inflight *r, struct call *c, long ret, const int btf, __u32 how) {
   __u32 copied, rcv;
-  tcp_seqs(sk, btf, &copied, &rcv);
+  tcp_seqs(c->sk, btf, &copied, &rcv);
+  if (!(r->flags & (HR_F_WHOLE | HR_F_OTHER)) && ret > 0 && ret < 0x7fffffff)
+    h1_sys_read(r, c->buf, c->iov, ((__u64)copied << 32) | (__u32)ret, how);
   r->flags &= ~HR_F_WAITING;
   if (copied == rcv) r->flags |= HR_F_DRAINED;
   else r->flags &= ~HR_F_DRAINED;
@@ -461,7 +490,7 @@ static __always_inline void on_data_in(struct call *c, long ret, const int btf) 
   __u64 sk = c->sk;
   struct hr_inflight *cur = bpf_map_lookup_elem(&inflight, &sk);
   if (cur && cur->ep != HR_PENDING) { /* more of the same request */
-    note_read(cur, sk, btf);
+    note_read_of(cur, c, ret, btf, 0);
     return;
   }
   const struct hr_port *pe = sys_port(c->port);
@@ -474,7 +503,7 @@ static __always_inline void on_data_in(struct call *c, long ret, const int btf) 
   }
   if (cur) { /* it arrived before: now its endpoint is known */
     cur->ep = ep;
-    note_read(cur, sk, btf);
+    note_read_of(cur, c, ret, btf, H1_FIRST);
     return;
   }
   /* No arrival seen (a kernel without sock:sk_data_ready, or data that came
@@ -486,7 +515,7 @@ static __always_inline void on_data_in(struct call *c, long ret, const int btf) 
   tcp_seqs(sk, btf, &copied, &rcv);
   struct hr_inflight r = {.start_ns = now, .last_ns = now, .seq_last = rcv, .ep = ep, .port = (__u16)c->port,
                           .netns = netns_of((const struct sock *)sk, 0)};
-  note_read(&r, sk, btf);
+  note_read_of(&r, c, ret, btf, H1_FIRST);
   bpf_map_update_elem(&inflight, &sk, &r, BPF_ANY);
 }
 
@@ -643,11 +672,13 @@ int hr_raw_data_ready(struct bpf_raw_tracepoint_args *ctx) {
  * and reads in place; whether the server has read it is the socket's
  * copied_seq, looked at only before user space reads the slots
  * (hr_sock_refresh), so no program runs on the server's reads. Endpoints with a path or
- * HTTP/2 need the request's bytes, which only the syscall set can read (here
- * they sit in page fragments, which a tracing program cannot address): their
- * ports go to the syscall set, attached beside this one (hr_port.set). The programs use plain loads from the kernel's
- * objects (tp_btf arguments are typed), no bpf_probe_read, and per request
- * three helper calls: the clock twice and the read of the status line. */
+ * HTTP/2 need the request's bytes, which the syscall set reads whole in the
+ * server's buffers (here they sit in page fragments; arrived_bytes reads only
+ * what tells an HTTP/1 request's end): their ports go to the syscall set,
+ * attached beside this one (hr_port.set). The programs use plain loads from
+ * the kernel's objects (tp_btf arguments are typed), and per request four
+ * helper calls: the clock twice, the read of the request's bytes
+ * (http1.bpf.h) and the read of the status line. */
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -686,6 +717,92 @@ static __always_inline void free_slot(struct hr_slot *e) {
   e->sk = 0;
 }
 
+/* Where the bytes that just arrived are, for http1.bpf.h. On loopback and
+ * with most network drivers they sit in page fragments of the socket's last
+ * buffer (struct sk_buff): a page's address in the kernel's direct map is
+ * dmap_base + page pointer * (page size / sizeof(struct page)), where
+ * dmap_base is learnt once from a slab (dmap_learn). 0: not known. */
+__u64 dmap_base = 0;
+__u32 dmap_attempts = 0;
+#define HR_DMAP_ATTEMPTS 100000
+
+/* dmap_base from a slab: the page of a slab on its cache's partial list,
+ * and the address of a free object in it (rounded down to the slab's size:
+ * the slab's own address). 0: not known from this one. All addresses are
+ * read as numbers (bpf_probe_read_kernel). */
+static __always_inline __u64 dmap_from(__u64 cache, __u32 order, __u64 entry) {
+  const __u64 slab = entry - bpf_core_field_offset(struct slab, slab_list);
+  __u64 owner = 0, free = 0;
+  if (bpf_probe_read_kernel(&owner, 8, (void *)(slab + bpf_core_field_offset(struct slab, slab_cache))) ||
+      owner != cache || bpf_probe_read_kernel(&free, 8, (void *)(slab + bpf_core_field_offset(struct slab, freelist))) ||
+      !free)
+    return 0;
+  const __u32 page_size = bpf_core_type_size(struct page);
+  if (order > 10 || page_size == 0 || (page_size & (page_size - 1)) || page_size > 4096) return 0;
+  const __u64 start = free & ~((4096ull << order) - 1);
+  return start - slab * (4096 / page_size);
+}
+
+/* dmap_base from the first and the last slab on the partial list of cache
+ * (order: of its slabs): two different slabs that give the same base. */
+static __always_inline __u64 dmap_of_cache(__u64 cache, __u32 order) {
+  __u64 node = 0, first = 0, last = 0;
+  if (!cache || bpf_probe_read_kernel(&node, 8, (void *)(cache + bpf_core_field_offset(struct kmem_cache, node))) ||
+      !node)
+    return 0;
+  const __u64 head = node + bpf_core_field_offset(struct kmem_cache_node, partial);
+  if (bpf_probe_read_kernel(&first, 8, (void *)head) || bpf_probe_read_kernel(&last, 8, (void *)(head + 8))) return 0;
+  if (!first || !last || first == last || first == head || last == head) return 0;
+  const __u64 a = dmap_from(cache, order, first), b = dmap_from(cache, order, last);
+  return a == b ? a : 0;
+}
+
+/* Learns dmap_base from the socket's own cache, else from its protocol's
+ * time-wait cache (which keeps many partial slabs). */
+static __noinline void dmap_learn(const struct sock *sk) {
+  dmap_attempts++;
+  const struct proto *prot = sk->sk_prot_creator;
+  const struct kmem_cache *c = prot->slab;
+  __u64 cache = 0, base = 0; /* the caches' addresses as numbers */
+  if (c && !bpf_probe_read_kernel(&cache, 8, &prot->slab)) base = dmap_of_cache(cache, c->oo.x >> 16);
+  const struct timewait_sock_ops *tw = prot->twsk_prot;
+  if (!base && tw && tw->twsk_slab && !bpf_probe_read_kernel(&cache, 8, &tw->twsk_slab))
+    base = dmap_of_cache(cache, tw->twsk_slab->oo.x >> 16);
+  if (base) dmap_base = base;
+}
+
+/* The address of the last n bytes that reached sk, when they are in one
+ * piece of memory, else 0. */
+static __always_inline __u64 arrived_bytes(const struct sock *sk, __u32 n) {
+  const struct sk_buff *skb = sk->sk_receive_queue.prev;
+  if (!skb || (const void *)skb == (const void *)&sk->sk_receive_queue) return 0;
+  const __u32 len = skb->len, data_len = skb->data_len;
+  if (n == 0 || n > len) return 0;
+  if (data_len == 0) { /* all in the buffer's own memory (a read: the address as a number) */
+    __u64 data = 0;
+    if (bpf_probe_read_kernel(&data, sizeof data, &skb->data)) return 0;
+    return data + len - n;
+  }
+  const __u64 base = dmap_base;
+  if (!base) {
+    if (dmap_attempts < HR_DMAP_ATTEMPTS) dmap_learn(sk);
+    return 0;
+  }
+  const struct skb_shared_info *sh =
+      bpf_rdonly_cast(skb->head + skb->end, bpf_core_type_id_kernel(struct skb_shared_info));
+  const __u32 nr = sh->nr_frags;
+  if (nr == 0 || nr > 32 || sh->frag_list) return 0;
+  /* The last fragment, by plain loads (a typed view of its address). */
+  const struct skb_frag *f =
+      bpf_rdonly_cast(skb->head + skb->end + bpf_core_field_offset(struct skb_shared_info, frags) +
+                          (__u64)(nr - 1) * bpf_core_type_size(struct skb_frag),
+                      bpf_core_type_id_kernel(struct skb_frag));
+  const __u64 netmem = f->netmem;
+  const __u32 flen = f->len;
+  if (flen < n || (netmem & 1)) return 0; /* spread over fragments; memory that is not a page */
+  return base + netmem * (4096 / bpf_core_type_size(struct page)) + f->offset + flen - n;
+}
+
 static __always_inline void sock_arrival(struct sock *sk) {
   __u32 port = sk->__sk_common.skc_num;
   const struct hr_port *pe = sock_port(port);
@@ -698,7 +815,9 @@ static __always_inline void sock_arrival(struct sock *sk) {
   __u32 copied = tp->copied_seq;
   __u32 rcv = tp->rcv_nxt;
   if (e) {
+    const __u32 n = rcv - e->r.seq_last;
     more_of_the_request(&e->r, now, copied, rcv);
+    if (!(e->r.flags & (HR_F_WHOLE | HR_F_OTHER))) h1_piece(&e->r, arrived_bytes(sk, n), n, rcv, 0);
     return;
   }
   if (!free) return; /* all taken around here: the request is not counted */
@@ -716,6 +835,9 @@ static __always_inline void sock_arrival(struct sock *sk) {
   free->r.port = (__u16)port;
   free->r.flags = 0;
   free->r.netns = netns_of(sk, 1);
+  free->r.tail = 0;
+  const __u32 n = rcv - copied;
+  h1_piece(&free->r, arrived_bytes(sk, n), n, rcv, H1_FIRST);
 }
 
 static __always_inline void sock_write(struct sock *sk, const struct msghdr *msg) {

@@ -150,9 +150,10 @@ struct hr_listener {
  * Waiting on the client is not server time (docs/endpoints.md, "Slow
  * clients"): when a piece of a request arrives after the server had read
  * every byte that arrived before it, the time since the previous piece came
- * was the client's and goes into paused_ns; the request is then HR_F_PIECES,
- * and while the server has read all of it (HR_F_DRAINED) it waits for the
- * client and does not age. */
+ * was the client's and goes into paused_ns; the request is then HR_F_PIECES
+ * (as is an HTTP/1 request known to be unfinished, http1.bpf.h), and while
+ * the server has read all of it (HR_F_DRAINED) it waits for the client and
+ * does not age, unless all of it has arrived (HR_F_WHOLE). */
 struct hr_inflight {
   __u64 start_ns;   /* bpf_ktime_get_ns() when the request came in */
   __u64 paused_ns;  /* time the server spent waiting for the client's next piece */
@@ -163,11 +164,37 @@ struct hr_inflight {
   __u16 port;       /* local port */
   __u16 flags;      /* HR_F_* */
   __u32 netns;      /* the server socket's network namespace: which instance */
+  /* HTTP/1 (http1.bpf.h): is all of the request here? */
+  __u32 tail;       /* its last 4 bytes so far, the latest lowest: a header block's end split between pieces */
+  __u32 need_seq;   /* HR_F_HEAD: the receive sequence number where its body ends */
+  __u32 clen;       /* HR_F_CLEN: the Content-Length its header block announced */
   __u32 pad;
 };
 #define HR_F_WAITING 1 /* arrived, the server has read none of it yet */
-#define HR_F_PIECES 2  /* it came in pieces, the server waiting in between */
+#define HR_F_PIECES 2  /* it came in pieces or is known unfinished: the server waits in between */
 #define HR_F_DRAINED 4 /* the server has read every byte that arrived */
+#define HR_F_WHOLE 8   /* HTTP/1: all of it arrived (its header block and body): server time from here on */
+#define HR_F_OTHER 16  /* not looked at as HTTP/1 (not a request line, or unreadable): the pauses alone */
+#define HR_F_HEAD 32   /* HTTP/1: its header block arrived, its body has not yet (need_seq) */
+#define HR_F_CLEN 64   /* HTTP/1: a Content-Length was seen (clen) */
+#define HR_F_OPEN 128  /* HTTP/1: known unfinished (until HR_F_WHOLE): the server can do nothing but wait */
+
+/* Does a request start like an HTTP/1 request line: a method of 3 to 8
+ * upper-case letters, a space, and a target that starts with '/' (origin
+ * form), '*' or 'h' (absolute form)? So that a line protocol's command ("SET
+ * k v", "PING") is not taken for one. b: the request's first 10 bytes, zero
+ * past its end. */
+static inline int hr_http1_request_line(const __u8 *b) {
+  for (int i = 0; i < 9; i++) {
+    const __u8 c = b[i];
+    if (c == ' ') {
+      const __u8 t = b[i + 1];
+      return i >= 3 && (t == '/' || t == '*' || t == 'h');
+    }
+    if (c < 'A' || c > 'Z') return 0;
+  }
+  return 0;
+}
 
 /* The socket set's requests in flight: an array of slots, memory-mapped by
  * user space, which reads them each interval without a system call per
@@ -245,13 +272,18 @@ struct hr_h2_stats {
   __u64 hpack_lost;     /* header blocks the probe could not walk whole (too long, CONTINUATION, split) */
 };
 
-/* A request's server time at now: its age less the client's pauses. One that
- * came in pieces and whose bytes the server has all read is waiting for the
- * client's next piece: its time stopped at the latest piece's arrival. A
+/* A request's server time at now: its age less the client's pauses. One
+ * known unfinished (HTTP/1: HR_F_OPEN), read or not, or one that came in
+ * pieces and whose bytes the server has all read, is waiting for the
+ * client's next piece: its time stopped at the latest piece's arrival, unless
+ * all of it has arrived (HR_F_WHOLE: then the server is working on it). A
  * response ends a request at now whatever the flags (the server was working
  * on it, not waiting). */
 static inline __u64 hr_server_time(const struct hr_inflight *r, __u64 now) {
-  const __u64 end = ((r->flags & (HR_F_PIECES | HR_F_DRAINED)) == (HR_F_PIECES | HR_F_DRAINED)) ? r->last_ns : now;
+  const __u16 f = r->flags;
+  const int waiting = !(f & HR_F_WHOLE) &&
+                      ((f & HR_F_OPEN) || (f & (HR_F_PIECES | HR_F_DRAINED)) == (HR_F_PIECES | HR_F_DRAINED));
+  const __u64 end = waiting ? r->last_ns : now;
   const __u64 spent = r->start_ns + r->paused_ns;
   return end > spent ? end - spent : 0;
 }

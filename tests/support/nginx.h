@@ -84,7 +84,9 @@ class Nginx {
   // Serves `dir`/www (static files, sendfile on) on 127.0.0.1:port with
   // keep-alive, plus `/ok` answered by `return 200`. Runs in the foreground
   // (daemon off) as a master with `workers` worker processes, as root.
-  Nginx(const TempDir& dir, uint16_t port, int workers = 1) : dir_(dir), port_(port) {
+  // `locations`: more of the server block's configuration, as is.
+  Nginx(const TempDir& dir, uint16_t port, int workers = 1, const std::string& locations = "")
+      : dir_(dir), port_(port) {
     dir.mkdir("nginx/www");
     dir.mkdir("nginx/tmp");
     dir.write("nginx/www/index.html", "ok\n");
@@ -108,7 +110,8 @@ class Nginx {
         "  server {\n"
         "    listen 127.0.0.1:" + std::to_string(port) + ";\n"
         "    root " + root + "/www;\n"
-        "    location = /ok { return 200 \"ok\\n\"; }\n"
+        "    location = /ok { return 200 \"ok\\n\"; }\n" +
+        locations +
         "  }\n"
         "}\n";
     conf_ = dir.write("nginx/nginx.conf", conf);

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The arithmetic of a request in flight (probes/ebpf/endpoint_abi.h's
 // hr_server_time, probes/endpoint_probe.h's account_inflight): its server
-// time, with the client's pauses taken off, and which totals it counts in.
+// time, with the client's pauses taken off, and which totals it counts in;
+// and which first bytes are taken for an HTTP/1 request line.
 // The kernel side keeps the fields; these tables say what they mean.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "probes/endpoint_probe.h"
@@ -45,11 +48,43 @@ TEST(ServerTime, TheClientsPausesAreNotServerTime) {
        request(100, 1900, 2100, HR_F_PIECES | HR_F_DRAINED), 9000, 100},
       {"slowloris, a header line every 2 s for a minute: no server time at all",
        request(0, 60000, 60000, HR_F_PIECES | HR_F_DRAINED), 61000, 0},
+      {"HTTP/1, known unfinished from its first piece, read: the client's time from the start",
+       request(100, 0, 100, HR_F_PIECES | HR_F_OPEN | HR_F_DRAINED), 60100, 0},
+      {"HTTP/1, known unfinished, not read yet: still the client's (the server could not answer it)",
+       request(100, 0, 100, HR_F_PIECES | HR_F_OPEN | HR_F_WAITING), 5100, 0},
+      {"HTTP/1, unfinished after pieces: stopped at the last piece, pauses off",
+       request(100, 1900, 2100, HR_F_PIECES | HR_F_OPEN), 9000, 100},
+      {"not known unfinished, not read yet (a stopped server): ages from its arrival",
+       request(100, 0, 100, HR_F_PIECES | HR_F_WAITING), 5100, 5000},
+      {"HTTP/1, whole after being unfinished, not read: ages from its last piece",
+       request(100, 2000, 2100, HR_F_PIECES | HR_F_OPEN | HR_F_WHOLE | HR_F_WAITING), 2600, 500},
+      {"HTTP/1, whole after pieces, all read: the server works on it, ages from the last piece",
+       request(100, 2000, 2100, HR_F_PIECES | HR_F_DRAINED | HR_F_WHOLE), 2600, 500},
+      {"HTTP/1, whole in one piece, all read: its whole age", request(100, 0, 100, HR_F_DRAINED | HR_F_WHOLE),
+       350, 250},
       {"clock read before the last piece's time: never negative", request(100, 0, 100, 0), 90, 0},
       {"pauses larger than the age (clock skew between CPUs): zero, not a wrap",
        request(100, 500, 400, HR_F_PIECES), 450, 0},
   };
   for (const auto& c : cases) EXPECT_EQ(hr_server_time(&c.r, c.now_ms * kMs), c.want_ms * kMs) << c.what;
+}
+
+TEST(Http1RequestLine, OnlyAMethodASpaceAndATargetLookLikeHttp1) {
+  struct Case {
+    const char* bytes;
+    int want;
+  };
+  const Case cases[] = {
+      {"GET / HTTP/1.1", 1},     {"POST /upload", 1},  {"OPTIONS * HTTP/1.1", 1}, {"GET http://x/ HTTP/1.1", 1},
+      {"PROPFIND /d", 1},        {"GET", 0},           {"GE / HTTP/1.1", 0},      {"SET k v", 0},
+      {"PING", 0},               {"get / HTTP/1.1", 0}, {"200", 0},               {"GET  /", 0},
+      {"VERYLONGMETHOD /", 0},   {"", 0},
+  };
+  for (const auto& c : cases) {
+    __u8 b[16] = {};
+    std::memcpy(b, c.bytes, std::min<std::size_t>(std::strlen(c.bytes), 10));
+    EXPECT_EQ(hr_http1_request_line(b), c.want) << '"' << c.bytes << '"';
+  }
 }
 
 class AccountInflight : public ::testing::Test {
@@ -80,6 +115,16 @@ TEST_F(AccountInflight, ARequestHeldByASlowClientIsNotLate) {
   EXPECT_EQ(totals[0].inflight, 1u) << "it is still in flight: concurrency counts it";
   EXPECT_EQ(totals[0].inflight_over_target, 0u);
   EXPECT_EQ(totals[0].inflight_age_ns, 50 * kMs);
+}
+
+TEST_F(AccountInflight, AnUnfinishedHttp1RequestIsNotLateReadOrNot) {
+  // 5 s since its only piece, which did not end its head.
+  add(request(0, 0, 0, HR_F_WAITING | HR_F_PIECES | HR_F_OPEN, 0), 5000);
+  add(request(0, 0, 0, HR_F_DRAINED | HR_F_PIECES | HR_F_OPEN, 0), 5000);
+  EXPECT_EQ(totals[0].pending, 1u) << "not read yet: pending, as any unread bytes";
+  EXPECT_EQ(totals[0].inflight, 1u);
+  EXPECT_EQ(totals[0].pending_over_target + totals[0].inflight_over_target, 0u);
+  EXPECT_EQ(totals[0].inflight_age_ns, 0u);
 }
 
 TEST_F(AccountInflight, ARequestTheServerHasNotReadIsPendingForItsEndpoint) {
