@@ -79,6 +79,23 @@ inline constexpr std::string_view kMetricWindowSeconds = "headroom.window.second
 inline constexpr std::string_view kMetricSloTargetMs = "headroom.slo.target_ms";
 inline constexpr std::string_view kMetricSloMaxMs = "headroom.slo.max_ms";
 
+// --- dependency.<name>.orca: a [[dependency]], outbound calls seen from the
+// calling side (docs/dependencies.md). Utilization keys: kSignalSloTarget,
+// kSignalSloMax, kSignalConcurrency (calls in flight / max_concurrency: the
+// bulkhead's fill) and kSignalErrors; named_metrics as an endpoint's plus
+// the two below. ---
+inline constexpr std::string_view kDependencyScopePrefix = "dependency.";
+inline std::string dependency_scope(std::string_view name) {
+  std::string scope(kDependencyScopePrefix);
+  scope += name;
+  return scope;
+}
+// Share of the window's calls that failed (error answers, resets, connect
+// failures), 0..1; calls in flight past max count as failed too once late.
+inline constexpr std::string_view kSignalErrors = "errors";
+inline constexpr std::string_view kMetricConnectFailures = "headroom.window.connect_failures";
+inline constexpr std::string_view kMetricResets = "headroom.window.resets";
+
 // --- named_metrics of endpoint.<name>@<instance>.orca (docs/endpoints.md, "Instances") ---
 // The inode of the instance's network namespace (readlink /proc/PID/ns/net
 // shows "net:[inode]"): how a reader finds its own instance's report.
