@@ -91,7 +91,8 @@ inline std::string dependency_scope(std::string_view name) {
   return scope;
 }
 // Share of the window's calls that failed (error answers, resets, connect
-// failures), 0..1; calls in flight past max count as failed too once late.
+// failures) among those that ended, 0..1; a call still in flight counts in
+// the latency shares once late, not here.
 inline constexpr std::string_view kSignalErrors = "errors";
 inline constexpr std::string_view kMetricConnectFailures = "headroom.window.connect_failures";
 inline constexpr std::string_view kMetricResets = "headroom.window.resets";
