@@ -485,6 +485,39 @@ class SlowlorisClients {
 };
 
 // The reports an endpoint publishes during `span`, each once (by seq).
+// How far a run's reports stray from the healthy client's own shares over
+// 50 ms and 200 ms, while held or slow connections stand beside it: the
+// worst report for each share (a missing share counts as the worst) and the
+// median rps of the reports.
+struct HeldComparison {
+  double client_target = 0, client_max = 0;
+  double worst_target = 0, worst_max = 0, median_rps = 0;
+  const orca::Report *at_target = nullptr, *at_max = nullptr;
+};
+HeldComparison compare_with_client(const std::vector<orca::Report>& reports, const LoadResult& client) {
+  HeldComparison c;
+  c.client_target = client.over.contains("50ms") ? client.over.at("50ms") : std::nan("");
+  c.client_max = client.over.contains("200ms") ? client.over.at("200ms") : std::nan("");
+  c.at_target = c.at_max = &reports.front();
+  std::vector<double> rps;
+  for (const auto& r : reports) {
+    const double dt = std::abs(util_or(r, "latency.slo_target", -1) - c.client_target);
+    const double dm = std::abs(util_or(r, "latency.slo_max", -1) - c.client_max);
+    if (!(dt <= c.worst_target)) {  // NaN (a missing share) is the worst
+      c.worst_target = dt;
+      c.at_target = &r;
+    }
+    if (!(dm <= c.worst_max)) {
+      c.worst_max = dm;
+      c.at_max = &r;
+    }
+    rps.push_back(r.rps_fractional());
+  }
+  std::sort(rps.begin(), rps.end());
+  c.median_rps = rps[rps.size() / 2];
+  return c;
+}
+
 std::vector<orca::Report> watch_reports(const Agent& agent, const std::string& name, Clock::duration span) {
   std::vector<orca::Report> out;
   uint64_t last = 0;
@@ -942,26 +975,10 @@ void expect_slowloris_is_not_late(const TempDir& dir, const Agent& agent, const 
   EXPECT_EQ(unanswered, kSlow) << "the server must hold every slowloris connection open and unanswered";
   EXPECT_EQ(failed, 0) << "writes to the slowloris connections failed: the server closed them";
 
-  const double c_target = client.over.contains("50ms") ? client.over.at("50ms") : std::nan("");
-  const double c_max = client.over.contains("200ms") ? client.over.at("200ms") : std::nan("");
-  double worst_target = 0, worst_max = 0;
-  const orca::Report *at_target = &reports.front(), *at_max = &reports.front();
-  std::vector<double> rps;
-  for (const auto& r : reports) {
-    const double dt = std::abs(util_or(r, "latency.slo_target", -1) - c_target);
-    const double dm = std::abs(util_or(r, "latency.slo_max", -1) - c_max);
-    if (!(dt <= worst_target)) {  // NaN (a missing share) is the worst
-      worst_target = dt;
-      at_target = &r;
-    }
-    if (!(dm <= worst_max)) {
-      worst_max = dm;
-      at_max = &r;
-    }
-    rps.push_back(r.rps_fractional());
-  }
-  std::sort(rps.begin(), rps.end());
-  const double median_rps = rps[rps.size() / 2];
+  const HeldComparison cmp = compare_with_client(reports, client);
+  const double c_target = cmp.client_target, c_max = cmp.client_max;
+  const double worst_target = cmp.worst_target, worst_max = cmp.worst_max, median_rps = cmp.median_rps;
+  const orca::Report *at_target = cmp.at_target, *at_max = cmp.at_max;
   std::cout << "[ " << tag << " ] farthest from the client: " << describe(*at_target) << "\n";
   EXPECT_LE(worst_target, 0.02) << "latency.slo_target " << util_or(*at_target, "latency.slo_target")
                                 << " with " << kSlow << " slowloris connections past their first pause; the healthy "
@@ -1209,26 +1226,10 @@ void expect_held_requests_are_not_late(const TempDir& dir, const Agent& agent, c
   EXPECT_EQ(failed, 0) << "writes to the held connections failed: the server closed them";
   EXPECT_GE(pieces, static_cast<int>(hold.count() / 2 - 1));
 
-  const double c_target = client.over.contains("50ms") ? client.over.at("50ms") : std::nan("");
-  const double c_max = client.over.contains("200ms") ? client.over.at("200ms") : std::nan("");
-  double worst_target = 0, worst_max = 0;
-  const orca::Report *at_target = &reports.front(), *at_max = &reports.front();
-  std::vector<double> rps;
-  for (const auto& r : reports) {
-    const double dt = std::abs(util_or(r, "latency.slo_target", -1) - c_target);
-    const double dm = std::abs(util_or(r, "latency.slo_max", -1) - c_max);
-    if (!(dt <= worst_target)) {  // NaN (a missing share) is the worst
-      worst_target = dt;
-      at_target = &r;
-    }
-    if (!(dm <= worst_max)) {
-      worst_max = dm;
-      at_max = &r;
-    }
-    rps.push_back(r.rps_fractional());
-  }
-  std::sort(rps.begin(), rps.end());
-  const double median_rps = rps[rps.size() / 2];
+  const HeldComparison cmp = compare_with_client(reports, client);
+  const double c_target = cmp.client_target, c_max = cmp.client_max;
+  const double worst_target = cmp.worst_target, worst_max = cmp.worst_max, median_rps = cmp.median_rps;
+  const orca::Report *at_target = cmp.at_target, *at_max = cmp.at_max;
   std::cout << "[ " << tag << " ] farthest from the client: " << describe(*at_target) << "\n";
   EXPECT_LE(worst_target, 0.02) << "latency.slo_target " << util_or(*at_target, "latency.slo_target")
                                 << " with 600 unfinished requests held; the healthy traffic's own share over 50 ms "
