@@ -2,6 +2,8 @@
 // The shedding server's command line (options.h).
 #include "options.h"
 
+#include "dependency.h"
+
 #include <charconv>
 #include <system_error>
 
@@ -54,7 +56,16 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::Range(400, 599));
   app.add_option("--workers", o.workers, "Worker threads")->capture_default_str()->check(CLI::Range(1, 256));
   app.add_option("--cost", f.cost, "CPU time each request costs, e.g. 1ms, 250us")->capture_default_str();
-  app.add_flag("--no-shed", o.no_shed, "Serve everything and read no report (for comparison)");
+  app.add_flag("--no-shed", o.no_shed, "Shed nothing on the endpoint's report (for comparison)");
+  app.add_option("--dependency", o.dependency, "HTTP/1.1 service (IPv4 host:port) that requests under "
+                 "--dependency-path call from the worker");
+  app.add_option("--dependency-path", o.dependency_path, "Path prefix of the requests that call --dependency")
+      ->capture_default_str();
+  app.add_option("--dependency-timeout", f.dependency_timeout, "How long a worker waits for the dependency's answer")
+      ->capture_default_str();
+  app.add_option("--gate", o.gate_scope, "Fail calls to --dependency fast on this report (dependency.<name>) with "
+                 "the reference gate (headroom/orca/dependency_gate.h)");
+  app.add_flag("--fallback", o.fallback, "Answer a call failed fast with 200 \"fallback\" instead of --shed-status");
 }
 
 headroom::Result<Options> options_of(const Flags& f) {
@@ -72,6 +83,14 @@ headroom::Result<Options> options_of(const Flags& f) {
   if (!policy) return headroom::logic_error("--stale-policy " + f.stale_policy + ": expected fail_open or use_last");
   opt.stale = *policy;
   if (opt.priority_header.empty()) return headroom::logic_error("--priority-header must not be empty");
+  const auto timeout_ns = parse_duration_ns(f.dependency_timeout);
+  if (!timeout_ns || *timeout_ns <= 0)
+    return headroom::logic_error("--dependency-timeout " + f.dependency_timeout + ": expected a duration such as 2s");
+  opt.dependency_timeout_ns = *timeout_ns;
+  if (!opt.dependency.empty() && !parse_ipv4_endpoint(opt.dependency))
+    return headroom::logic_error("--dependency " + opt.dependency + ": expected an IPv4 host:port such as 127.0.0.1:6000");
+  if (!opt.gate_scope.empty() && opt.dependency.empty())
+    return headroom::logic_error("--gate needs --dependency: the gate fails calls to it fast");
   if (!opt.no_shed && opt.scope.empty())
     return headroom::logic_error("--scope is required: the report to shed on, e.g. --scope endpoint.play (or --no-shed)");
   return opt;

@@ -47,12 +47,19 @@ struct Options {
   int workers = 1;
   int64_t cost_ns = 1'000'000;
   bool no_shed = false;
+  // --dependency: requests under dependency_path call it from the worker.
+  std::string dependency;  // "a.b.c.d:port"; empty: none
+  std::string dependency_path = "/dep";
+  int64_t dependency_timeout_ns = 5'000'000'000;
+  // --gate: the dependency's report (dependency.<name>); empty: no gate.
+  std::string gate_scope;
+  bool fallback = false;  // a call failed fast is answered 200 "fallback" rather than --shed-status
 };
 
 // The flags as given, before the values CLI11 cannot check are parsed.
 struct Flags {
   Options options;
-  std::string stale_policy = "fail_open", default_priority = "DEGRADED", cost = "1ms";
+  std::string stale_policy = "fail_open", default_priority = "DEGRADED", cost = "1ms", dependency_timeout = "5s";
 };
 
 // Declares every flag on `app`, bound to `flags`.

@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -57,11 +58,13 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <headroom/orca/dependency_gate.h>
 #include <headroom/orca/names.h>
 #include <headroom/orca/report_reader.h>
 #include <headroom/orca/result.h>
 #include <headroom/orca/shedder.h>
 
+#include "dependency.h"
 #include "http.h"
 #include "options.h"
 
@@ -103,7 +106,24 @@ struct Published {
 // The reader thread: owns the ReportDirectory and the Shedder. It wakes on
 // every inotify event and at least every kReaderPollMs, so a report that
 // stops changing turns stale on time even though no event arrives.
-void reader_loop(const Options& opt, orca::Shedder shedder, Published& out, const std::atomic<bool>& stop) {
+int64_t monotonic_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The gate's side of the reader thread: the dependency's report, if any.
+void update_gate(const Options& opt, orca::ReportDirectory& dir, orca::DependencyGate& gate) {
+  const auto state = dir.get(opt.gate_scope);
+  if (state && state->report) gate.update(*state->report, unix_ms(), monotonic_ns());
+  else gate.mark_stale();  // no report: the gate calls everything (fail open)
+}
+
+void reader_loop(const Options& opt, orca::Shedder shedder, Published& out, orca::DependencyGate* gate,
+                 const std::atomic<bool>& stop) {
   std::optional<orca::ReportDirectory> dir;
   std::string said;  // the last condition reported on stderr: each is said once
   auto say = [&](const std::string& what) {
@@ -127,8 +147,11 @@ void reader_loop(const Options& opt, orca::Shedder shedder, Published& out, cons
       std::this_thread::sleep_for(std::chrono::milliseconds(kReaderPollMs));
       continue;
     }
-    const auto state = dir->get(opt.scope);  // staleness judged for "now"
-    if (!state || !state->report) {
+    if (gate) update_gate(opt, *dir, *gate);
+    const auto state = opt.no_shed ? std::nullopt : dir->get(opt.scope);  // staleness judged for "now"
+    if (opt.no_shed) {
+      out.store(nullptr, false, 0);
+    } else if (!state || !state->report) {
       out.store(nullptr, true, 0);  // no report: shed nothing
       say("no report for " + opt.scope + " in " + opt.orca_dir + " yet; shedding nothing until one appears");
     } else {
@@ -172,6 +195,8 @@ struct Job {
   int bucket = 0;
   bool head = false;        // HEAD: the response carries no body
   bool keep_alive = true;
+  bool dependency = false;  // under --dependency-path: the worker calls the dependency
+  CallResult result = CallResult::ok;
 };
 
 // The FIFO queue in front of the workers, and the way back: finished jobs
@@ -192,7 +217,8 @@ class WorkQueue {
     { std::lock_guard lock(mu_); stopping_ = true; }
     cv_.notify_all();
   }
-  void work(int64_t cost_ns, const std::atomic<bool>& stop) {
+  // dependency: this worker's connection to --dependency, null without one.
+  void work(int64_t cost_ns, DependencyClient* dependency, const std::string& path, const std::atomic<bool>& stop) {
     for (;;) {
       Job job;
       {
@@ -204,6 +230,7 @@ class WorkQueue {
         active_.fetch_add(1);
       }
       burn_cpu(cost_ns, stop);
+      if (job.dependency && dependency) job.result = dependency->call(path);
       active_.fetch_sub(1);
       { std::lock_guard lock(done_mu_); done_.push_back(job); }
       const uint64_t one = 1;
@@ -241,9 +268,10 @@ struct Conn {
 
 class Server {
  public:
-  Server(const Options& opt, int listen_fd, int signal_fd, int event_fd, WorkQueue& queue, const Published& pub)
+  Server(const Options& opt, int listen_fd, int signal_fd, int event_fd, WorkQueue& queue, const Published& pub,
+         const orca::DependencyGate* gate)
       : opt_(opt), listen_fd_(listen_fd), signal_fd_(signal_fd), event_fd_(event_fd), queue_(queue), pub_(pub),
-        rng_(std::random_device{}()) {}
+        rng_(std::random_device{}()), gate_(gate) {}
 
   // Runs until SIGINT or SIGTERM.
   void run() {
@@ -348,8 +376,19 @@ class Server {
         respond(c, opt_.shed_status, "shed\n", r.keep_alive, head, "x-headroom-shed: 1\r\n");
         continue;
       }
+      const bool dependency = !opt_.dependency.empty() && r.path.starts_with(opt_.dependency_path);
+      if (dependency && gate_) {  // the gate: a few atomic loads, no system call
+        const orca::GateDecision d = prio.level > 0 ? gate_->decide(prio.level, monotonic_ns())
+                                                    : gate_->decide(prio.bucket, monotonic_ns());
+        if (!orca::should_call(d)) {
+          ++fail_fast_;
+          if (opt_.fallback) respond(c, 200, "fallback\n", r.keep_alive, head, "x-headroom-fail-fast: 1\r\n");
+          else respond(c, opt_.shed_status, "failed fast\n", r.keep_alive, head, "x-headroom-fail-fast: 1\r\n");
+          continue;
+        }
+      }
       c.busy = true;
-      queue_.push(Job{c.id, b, head, r.keep_alive});
+      queue_.push(Job{c.id, b, head, r.keep_alive, dependency});
     }
   }
 
@@ -363,8 +402,14 @@ class Server {
       if (it == conns_.end()) continue;  // the client went away meanwhile
       Conn& c = it->second;
       c.busy = false;
-      const std::string body = "served " + std::string(orca::bucket_name(static_cast<orca::Bucket>(job.bucket))) + "\n";
-      respond(c, 200, body, job.keep_alive, job.head, {});
+      if (job.dependency) ++calls_[static_cast<int>(job.result)];
+      if (job.dependency && job.result != CallResult::ok) {
+        const int status = job.result == CallResult::timed_out ? 504 : 502;
+        respond(c, status, "dependency " + std::string(call_result_name(job.result)) + "\n", job.keep_alive, job.head, {});
+      } else {
+        const std::string body = "served " + std::string(orca::bucket_name(static_cast<orca::Bucket>(job.bucket))) + "\n";
+        respond(c, 200, body, job.keep_alive, job.head, {});
+      }
       handle_input(c);  // pipelined requests, if any
       flush(job.conn, c);
     }
@@ -429,6 +474,19 @@ class Server {
                   pub_.have_report.load() ? "true" : "false", pub_.stale.load() ? "true" : "false",
                   static_cast<unsigned long long>(pub_.seq.load()));
     j += buf;
+    if (!opt_.dependency.empty()) {
+      j.pop_back();  // "}\n"
+      j.pop_back();
+      std::snprintf(buf, sizeof buf,
+                    ",\"dependency\":{\"ok\":%llu,\"error_answer\":%llu,\"failed\":%llu,\"timed_out\":%llu,"
+                    "\"fail_fast\":%llu,\"gate\":\"%s\"}}\n",
+                    static_cast<unsigned long long>(calls_[0]), static_cast<unsigned long long>(calls_[1]),
+                    static_cast<unsigned long long>(calls_[2]), static_cast<unsigned long long>(calls_[3]),
+                    static_cast<unsigned long long>(fail_fast_),
+                    gate_ ? std::string(orca::gate_state_name(gate_->state(orca::Bucket::CRITICAL, monotonic_ns()))).c_str()
+                          : "none");
+      j += buf;
+    }
     return j;
   }
 
@@ -442,6 +500,9 @@ class Server {
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
   std::array<uint64_t, orca::kBucketCount> served_{}, shed_{};
   uint64_t bad_ = 0;
+  const orca::DependencyGate* gate_;
+  std::array<uint64_t, 4> calls_{};  // dependency calls by CallResult
+  uint64_t fail_fast_ = 0;
 };
 
 // The listening socket, non-blocking.
@@ -529,13 +590,24 @@ int main(int argc, char** argv) {
   Published published;
   WorkQueue queue(event_fd);
   std::vector<std::thread> threads;
-  for (int i = 0; i < opt.workers; ++i) threads.emplace_back([&] { queue.work(opt.cost_ns, stop); });
-  if (!opt.no_shed)
-    threads.emplace_back([&, s = std::move(*shedder)]() mutable { reader_loop(opt, std::move(s), published, stop); });
+  std::unique_ptr<orca::DependencyGate> gate;
+  if (!opt.gate_scope.empty()) gate = std::make_unique<orca::DependencyGate>();  // the default options
+  const auto dependency = parse_ipv4_endpoint(opt.dependency);
+  const auto timeout = std::chrono::milliseconds(opt.dependency_timeout_ns / 1'000'000);
+  for (int i = 0; i < opt.workers; ++i)
+    threads.emplace_back([&] {
+      std::optional<DependencyClient> client;
+      if (dependency) client.emplace(*dependency, timeout);
+      queue.work(opt.cost_ns, client ? &*client : nullptr, opt.dependency_path, stop);
+    });
+  if (!opt.no_shed || gate)
+    threads.emplace_back([&, s = std::move(*shedder)]() mutable {
+      reader_loop(opt, std::move(s), published, gate.get(), stop);
+    });
   announce(opt, config, ntohs(bound.sin_port));
 
   {
-    Server server(opt, listen_fd, signal_fd, event_fd, queue, published);
+    Server server(opt, listen_fd, signal_fd, event_fd, queue, published, gate.get());
     server.run();  // until SIGINT or SIGTERM
   }
   stop.store(true);
