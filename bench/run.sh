@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs the benchmarks from an existing build directory (it builds nothing)
 # and prints their tables with the machine's context: the three daemon
-# benchmarks, the dependency gate's (bench_gate), then the eBPF endpoint probes' (bench/bench_endpoints.sh, with
-# bench_ebpf_floor).
+# benchmarks, the dependency gate's (bench_gate), then the eBPF endpoint
+# probes' (bench/bench_endpoints.sh, with bench_ebpf_floor).
 #
 #   bench/run.sh [--quick] [--no-endpoints] BUILD_DIR
 #
