@@ -61,6 +61,19 @@ Result<void> check_bucket(const GateOptions& o, int b) {
   return {};
 }
 
+// Clock arithmetic that saturates: a C caller may pass any int64_t as the
+// time, and signed overflow must not decide anything.
+int64_t sat_add(int64_t a, int64_t b) noexcept {
+  int64_t r = 0;
+  if (!__builtin_add_overflow(a, b, &r)) return r;
+  return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+int64_t sat_sub(int64_t a, int64_t b) noexcept {
+  int64_t r = 0;
+  if (!__builtin_sub_overflow(a, b, &r)) return r;
+  return b < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+
 int64_t clamp_word_time(int64_t t) noexcept { return t < 0 ? 0 : t > kMaxWordTime ? kMaxWordTime : t; }
 
 }  // namespace
@@ -145,7 +158,7 @@ BreakerState step_breaker(const BreakerState& state, const BreakerEvidence& e, c
                           const GateOptions& options, int64_t now_ns) noexcept {
   // Comparisons are written so that a NaN share neither opens nor closes.
   const bool trips = e.errors >= limits.errors_open || e.late >= limits.late_open;
-  const BreakerState opened{BreakerPhase::open, now_ns, now_ns + options.open_for_ms * kNsPerMs};
+  const BreakerState opened{BreakerPhase::open, now_ns, sat_add(now_ns, options.open_for_ms * kNsPerMs)};
   BreakerState s = state;
   switch (s.phase) {
     case BreakerPhase::closed:
@@ -159,7 +172,7 @@ BreakerState step_breaker(const BreakerState& state, const BreakerEvidence& e, c
   }
   // Half-open: only a window that began after the trickle did says how the
   // trickle fared; an older one still holds the calls that opened it.
-  if (e.sample_ns - e.window_ns < s.since_ns) return s;
+  if (sat_sub(e.sample_ns, e.window_ns) < s.since_ns) return s;
   if (!(e.calls >= options.min_probe_calls)) return s;
   if (trips) return opened;
   if (e.errors <= limits.errors_close && e.late <= limits.late_close) return BreakerState{};
@@ -171,7 +184,7 @@ int64_t trickle_tolerance_ns(Bucket bucket, int64_t period_ns) noexcept {
 }
 
 bool trickle_admits(int64_t tat, int64_t now_ns, Bucket bucket, int64_t period_ns) noexcept {
-  return tat - now_ns <= trickle_tolerance_ns(bucket, period_ns);
+  return sat_sub(tat, now_ns) <= trickle_tolerance_ns(bucket, period_ns);
 }
 
 // ---------------------------------------------------------------- DependencyGate
@@ -209,7 +222,7 @@ void DependencyGate::update(const DependencyFigures& f, int64_t now_unix_ms, int
   e.errors = f.errors;
   e.late = options_.late == LateShare::slo_target ? f.slo_target : f.slo_max;
   e.calls = f.window_calls + f.inflight;
-  e.sample_ns = now_ns - age_ms * kNsPerMs;
+  e.sample_ns = sat_sub(now_ns, age_ms * kNsPerMs);
   e.window_ns = f.window_seconds > 0 ? static_cast<int64_t>(std::min(f.window_seconds, 1e6) * 1e9)
                                      : std::min(f.interval_ms, kMaxOpenForMs) * kNsPerMs;
   std::array<bool, kBucketCount> full{};
@@ -218,7 +231,7 @@ void DependencyGate::update(const DependencyFigures& f, int64_t now_unix_ms, int
     full[b] = f.concurrency >= options_.buckets[b].concurrency;
   }
   publish_locked(full);
-  fresh_until_ns_.store(now_ns + (threshold_ms - age_ms) * kNsPerMs, std::memory_order_relaxed);
+  fresh_until_ns_.store(sat_add(now_ns, (threshold_ms - age_ms) * kNsPerMs), std::memory_order_relaxed);
 }
 
 void DependencyGate::update(const Report& report, int64_t now_unix_ms, int64_t now_ns) noexcept {
@@ -264,7 +277,7 @@ GateDecision DependencyGate::decide_bucket(Bucket bucket, int64_t now_ns) const 
   int64_t tat = tat_.load(std::memory_order_relaxed);
   for (;;) {
     if (!trickle_admits(tat, now_ns, bucket, period_ns_)) return GateDecision::fail_fast_breaker;
-    if (tat_.compare_exchange_weak(tat, std::max(tat, now_ns) + period_ns_, std::memory_order_relaxed))
+    if (tat_.compare_exchange_weak(tat, sat_add(std::max(tat, now_ns), period_ns_), std::memory_order_relaxed))
       return GateDecision::call_probe;
   }
 }

@@ -484,6 +484,26 @@ TEST(Gate, AGapForgetsTheBreakers) {
   EXPECT_EQ(h.state(1, kMonoBase + 900 * kMs), GateState::open);
 }
 
+TEST(Gate, AnyTimeIsSafe) {
+  // A C caller may pass any int64_t: nothing overflows into a wrong answer.
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  DependencyGate g;
+  feed_every(g, figures(1.0, 1.0, 0, 100), kMonoBase, kMonoBase + 5 * kS + 100 * kMs);  // half-open now
+  ASSERT_EQ(g.state(1, kMonoBase + 5 * kS), GateState::half_open);
+  EXPECT_EQ(g.decide(1, kMonoBase + 5 * kS), GateDecision::call_probe);
+  EXPECT_EQ(g.decide(1, kMax), GateDecision::call_no_data) << "far past the last report";
+  EXPECT_EQ(g.decide(1, kMin), GateDecision::fail_fast_breaker) << "before the trickle's time: no probe";
+  DependencyFigures f = figures(1.0, 1.0, 0, 100);
+  f.timestamp_ms = kMin;
+  g.update(f, kMax, kMonoBase);
+  EXPECT_EQ(g.decide(1, kMonoBase), GateDecision::call_no_data) << "an age that overflows is stale";
+  // The latest time the gate keeps exactly: 2^60 ns, 36 years of a monotonic clock.
+  const int64_t late = (int64_t{1} << 60) - 10 * kS;
+  feed(g, figures(1.0, 1.0, 0, 100), late);
+  EXPECT_EQ(g.state(1, late), GateState::open);
+  EXPECT_EQ(g.decide(1, late + 999 * kMs), GateDecision::fail_fast_breaker);
+}
+
 TEST(Gate, DecideFromManyThreadsWhileUpdating) {
   DependencyGate g;
   std::atomic<bool> stop{false};

@@ -185,7 +185,9 @@ class DependencyGate {
   // The report is gone or unreadable: fail open from now on until a fresh one.
   void mark_stale() noexcept;
 
-  // Per call. priority 1..100 (clamped); now_ns the caller's monotonic clock.
+  // Per call. priority 1..100 (clamped); now_ns the caller's monotonic clock
+  // (below 2^60, 36 years: an open breaker's end is kept in 61 bits; any
+  // value is safe, later ones read an open breaker as half-open).
   GateDecision decide(int priority, int64_t now_ns) const noexcept {
     return decide_bucket(bucket_of_priority(priority), now_ns);
   }
