@@ -129,7 +129,7 @@ struct BreakerEvidence {
 //   half_open -> closed     a window begun after since, calls >= min_probe_calls,
 //                           errors <= errors_close and late <= late_close
 //   half_open -> open       the same window and calls, errors >= errors_open or late >= late_open
-// A half-open breaker judges only a window that begun after it did: older
+// A half-open breaker judges only a window that began after it did: older
 // windows hold the calls that opened it.
 BreakerState step_breaker(const BreakerState& state, const BreakerEvidence& evidence, const GateBucketLimits& limits,
                           const GateOptions& options, int64_t now_ns) noexcept;
