@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs the benchmarks from an existing build directory (it builds nothing)
 # and prints their tables with the machine's context: the three daemon
-# benchmarks, then the eBPF endpoint probes' (bench/bench_endpoints.sh, with
-# bench_ebpf_floor).
+# benchmarks, the dependency gate's (bench_gate), then the eBPF endpoint
+# probes' (bench/bench_endpoints.sh, with bench_ebpf_floor).
 #
 #   bench/run.sh [--quick] [--no-endpoints] BUILD_DIR
 #
@@ -61,6 +61,13 @@ echo
 "$bin/bench_reader_latency" "${reader_args[@]}"
 echo
 "$bin/bench_daemon_cpu" "${daemon_args[@]}"
+echo
+# The dependency gate's decision cost: a few seconds, no root.
+if [[ -x "$bin/bench_gate" ]]; then
+  if (( quick )); then "$bin/bench_gate" --rounds 3 --calls 200000; else "$bin/bench_gate"; fi
+else
+  echo "# bench_gate skipped: not built (cmake --build $build --target bench_gate)"
+fi
 echo
 
 # The endpoint probes' benchmark drives nginx and wrk and loads eBPF: it needs

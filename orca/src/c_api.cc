@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "headroom/orca/dependency_gate.h"
 #include "headroom/orca/own_instance.h"
 #include "headroom/orca/report_reader.h"
 
@@ -336,6 +337,155 @@ int headroom_reader_own_instance(headroom_reader* reader, const char* endpoint, 
   } catch (...) {
     return current_exception_code(err, errlen);
   }
+}
+
+}  // extern "C"
+
+// ---------------------------------------------------------------- the gate
+
+// The C values are the C++ enums' values.
+static_assert(HEADROOM_GATE_CALL == static_cast<int>(orca::GateDecision::call));
+static_assert(HEADROOM_GATE_CALL_NO_DATA == static_cast<int>(orca::GateDecision::call_no_data));
+static_assert(HEADROOM_GATE_CALL_PROBE == static_cast<int>(orca::GateDecision::call_probe));
+static_assert(HEADROOM_GATE_FAIL_FAST_BREAKER == static_cast<int>(orca::GateDecision::fail_fast_breaker));
+static_assert(HEADROOM_GATE_FAIL_FAST_BULKHEAD == static_cast<int>(orca::GateDecision::fail_fast_bulkhead));
+static_assert(HEADROOM_GATE_STATE_CLOSED == static_cast<int>(orca::GateState::closed));
+static_assert(HEADROOM_GATE_STATE_OPEN == static_cast<int>(orca::GateState::open));
+static_assert(HEADROOM_GATE_STATE_HALF_OPEN == static_cast<int>(orca::GateState::half_open));
+static_assert(HEADROOM_GATE_STATE_NO_DATA == static_cast<int>(orca::GateState::no_data));
+static_assert(sizeof(headroom_gate_options::buckets) / sizeof(headroom_gate_bucket_limits) == orca::kBucketCount);
+
+struct headroom_gate {
+  explicit headroom_gate(const orca::GateOptions& options) : gate(options) {}
+  orca::DependencyGate gate;
+};
+
+namespace {
+
+orca::GateOptions gate_options_from(const headroom_gate_options& c) {
+  orca::GateOptions o;
+  // Zero (or less) is "the default": a caller zeroes what it leaves alone.
+  if (c.late_share != 0) o.late = static_cast<orca::LateShare>(c.late_share);
+  if (c.min_calls > 0) o.min_calls = c.min_calls;
+  if (c.min_probe_calls > 0) o.min_probe_calls = c.min_probe_calls;
+  if (c.open_for_ms > 0) o.open_for_ms = c.open_for_ms;
+  if (c.probes_per_second > 0) o.probes_per_second = c.probes_per_second;
+  if (c.stale_intervals > 0) o.stale_intervals = c.stale_intervals;
+  if (c.min_stale_ms > 0) o.min_stale_ms = c.min_stale_ms;
+  if (c.struct_size >= offsetof(headroom_gate_options, buckets) + sizeof c.buckets && c.set_buckets != 0) {
+    for (std::size_t b = 0; b < orca::kBucketCount; ++b) {
+      const headroom_gate_bucket_limits& l = c.buckets[b];
+      o.buckets[b] = orca::GateBucketLimits{l.errors_open, l.errors_close, l.late_open, l.late_close, l.concurrency};
+    }
+  }
+  return o;
+}
+
+// 0 fresh, 1 stale: what the update functions return once the gate was fed.
+int gate_freshness(const headroom_gate* g, int64_t now_ns) {
+  return g->gate.state(orca::Bucket::CRITICAL, now_ns) == orca::GateState::no_data ? 1 : 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+headroom_gate* headroom_gate_create(const headroom_gate_options* options, char* err, size_t errlen) {
+  set_error(err, errlen, "");
+  try {
+    orca::GateOptions o;
+    if (options != nullptr) {
+      constexpr std::size_t kMinSize = offsetof(headroom_gate_options, min_stale_ms) + sizeof(int64_t);
+      if (options->struct_size < kMinSize) {
+        set_error(err, errlen, "headroom_gate_create: options->struct_size is " +
+                                   std::to_string(options->struct_size) + ", less than the " +
+                                   std::to_string(kMinSize) + " bytes of its first fields: set it to "
+                                   "sizeof(headroom_gate_options)");
+        return nullptr;
+      }
+      o = gate_options_from(*options);
+    }
+    if (auto r = orca::validate_gate_options(o); !r) {
+      set_error(err, errlen, "headroom_gate_create: " + r.error().message);
+      return nullptr;
+    }
+    return new headroom_gate(o);
+  } catch (...) {
+    (void)current_exception_code(err, errlen);
+    return nullptr;
+  }
+}
+
+void headroom_gate_destroy(headroom_gate* gate) { delete gate; }
+
+int headroom_gate_update_from_reader(headroom_gate* gate, headroom_reader* reader, const char* scope, int64_t now_ns,
+                                     char* err, size_t errlen) {
+  set_error(err, errlen, "");
+  if (gate == nullptr || reader == nullptr || scope == nullptr) {
+    set_error(err, errlen, "headroom_gate_update_from_reader: NULL argument");
+    return -EINVAL;
+  }
+  try {
+    std::optional<orca::ScopeState> st;
+    const int rc = lookup(reader, scope, st);
+    if (rc < 0) {
+      gate->gate.mark_stale();
+      set_error(err, errlen, rc == -ENOENT ? std::string("no report for scope \"") + scope + "\" in " + reader->dir.dir()
+                                           : (st->error.empty() ? std::string("no valid report") : st->error));
+      return rc;
+    }
+    // A removed or rejected file: the report held is no longer the agent's word.
+    if (st->removed || !st->error.empty()) {
+      gate->gate.mark_stale();
+      set_error(err, errlen, st->staleness.reason.empty() ? st->error : st->staleness.reason);
+      return 1;
+    }
+    gate->gate.update(*st->report, orca::unix_now_ms(), now_ns);
+    const int fresh = gate_freshness(gate, now_ns);
+    if (fresh != 0) set_error(err, errlen, st->staleness.reason.empty() ? "stale" : st->staleness.reason);
+    return fresh;
+  } catch (...) {
+    gate->gate.mark_stale();
+    return current_exception_code(err, errlen);
+  }
+}
+
+int headroom_gate_update_from_file(headroom_gate* gate, const char* path, int64_t now_ns, char* err, size_t errlen) {
+  set_error(err, errlen, "");
+  if (gate == nullptr || path == nullptr) {
+    set_error(err, errlen, "headroom_gate_update_from_file: NULL argument");
+    return -EINVAL;
+  }
+  try {
+    auto report = orca::read_report_file(path);
+    if (!report) {
+      gate->gate.mark_stale();
+      set_error(err, errlen, report.error().message);
+      return report.error().code > 0 ? -report.error().code : -EBADMSG;
+    }
+    const int64_t now_ms = orca::unix_now_ms();
+    gate->gate.update(*report, now_ms, now_ns);
+    const int fresh = gate_freshness(gate, now_ns);
+    if (fresh != 0) {
+      const auto staleness = orca::check_staleness(*report, now_ms, gate->gate.options().stale_intervals,
+                                                   gate->gate.options().min_stale_ms);
+      set_error(err, errlen, std::string(path) + ": " + (staleness.reason.empty() ? "stale" : staleness.reason));
+    }
+    return fresh;
+  } catch (...) {
+    gate->gate.mark_stale();
+    return current_exception_code(err, errlen);
+  }
+}
+
+int headroom_gate_decide(const headroom_gate* gate, int priority, int64_t now_ns) {
+  if (gate == nullptr) return HEADROOM_GATE_CALL_NO_DATA;
+  return static_cast<int>(gate->gate.decide(priority, now_ns));
+}
+
+int headroom_gate_state(const headroom_gate* gate, int priority, int64_t now_ns) {
+  if (gate == nullptr) return -EINVAL;
+  return static_cast<int>(gate->gate.state(priority, now_ns));
 }
 
 }  // extern "C"

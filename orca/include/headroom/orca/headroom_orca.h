@@ -13,7 +13,8 @@
  * - Functions that return a value for a scope return 0 when it is fresh and
  *   1 when it is STALE (the values are still filled in). Fail open: treat 1
  *   like "no data", e.g. `if (headroom_reader_get(...) == 0) use(report);`.
- * - A reader is not thread-safe: use one from one thread at a time.
+ * - A reader is not thread-safe: use one from one thread at a time. A gate's
+ *   decisions are (headroom_gate, below).
  * - No function blocks except headroom_reader_wait(), and none lets a C++
  *   exception escape.
  * - Nothing here is ever removed or changed in meaning; new functions and new
@@ -197,6 +198,123 @@ HEADROOM_ORCA_API int headroom_orca_own_instance_scope(const char *dir, const ch
  */
 HEADROOM_ORCA_API int headroom_reader_own_instance(headroom_reader *reader, const char *endpoint, char *buf,
                                                    size_t buflen, char *err, size_t errlen);
+
+/*
+ * The fail-fast gate of a dependency (docs/dependencies.md, "The fail-fast
+ * gate"): from headroom's report of a remote service the node calls
+ * (scope "dependency.<name>"), decide per call "call it" or "fail fast" with
+ * a circuit breaker (open on the report's error or late share, half-open
+ * letting a bounded trickle through, closed when the report shows recovery)
+ * and a bulkhead (fail fast while calls in flight / max_concurrency is at or
+ * past a threshold). Priority 1 is the most important, 100 the least; less
+ * important calls fail fast first.
+ *
+ * FAIL OPEN: with no report, a stale one or a stopped agent, every decision
+ * is "call" (HEADROOM_GATE_CALL_NO_DATA): a crashed agent never takes the
+ * dependency down.
+ *
+ * Times: now_ns is the caller's monotonic clock in nanoseconds (e.g.
+ * CLOCK_MONOTONIC), the same for every call on one gate. headroom_gate_decide
+ * reads no clock and makes no system call; the update functions read the
+ * wall clock once, to judge the report's age.
+ *
+ * Threads: headroom_gate_decide and headroom_gate_state may be called from
+ * any number of threads at once, also while another thread updates; updates
+ * serialize among themselves. A reader (headroom_reader) stays one thread's.
+ */
+typedef struct headroom_gate headroom_gate;
+
+/* One priority bucket's thresholds, fractions (0.5 = 50 %). */
+typedef struct headroom_gate_bucket_limits {
+  double errors_open;  /* the breaker opens at an error share at or above this... */
+  double errors_close; /* ...and closes from half-open at or below this */
+  double late_open;    /* the same for the late share */
+  double late_close;
+  double concurrency; /* the bulkhead fails fast at calls in flight / max_concurrency at or above this */
+} headroom_gate_bucket_limits;
+
+/*
+ * Options for headroom_gate_create. Set struct_size to
+ * sizeof(headroom_gate_options) and zero what you leave to the defaults
+ * (`headroom_gate_options o = {sizeof o};`).
+ */
+typedef struct headroom_gate_options {
+  uint32_t struct_size;
+  int32_t late_share;       /* 0: latency.slo_max is the late share (default); 1: latency.slo_target */
+  double min_calls;         /* calls a report must cover before the breaker opens; <= 0: 10 */
+  double min_probe_calls;   /* calls half-open needs to close or open again; <= 0: 3 */
+  int64_t open_for_ms;      /* open this long before half-open; <= 0: 5000 */
+  double probes_per_second; /* the half-open trickle's rate; <= 0: 10 */
+  double stale_intervals;   /* a report older than this many intervals is stale; <= 0: 3 */
+  int64_t min_stale_ms;     /* ...but never sooner than this; <= 0: 1000 */
+  int32_t set_buckets;      /* 1: use buckets[]; 0: the defaults */
+  int32_t reserved;         /* 0 */
+  /* Indexed CRITICAL (1-25), DEGRADED (26-50), BEST_EFFORT (51-75), BULK (76-100).
+   * Defaults: errors/late open 0.5 0.4 0.3 0.2, close 0.2 0.15 0.1 0.1,
+   * concurrency 1.0 0.9 0.8 0.7. */
+  headroom_gate_bucket_limits buckets[4];
+} headroom_gate_options;
+
+/* What headroom_gate_decide returns. The first three call, the last two fail fast. */
+#define HEADROOM_GATE_CALL 0               /* closed */
+#define HEADROOM_GATE_CALL_NO_DATA 1       /* no fresh report: fail open */
+#define HEADROOM_GATE_CALL_PROBE 2         /* half-open: this call is part of the trickle */
+#define HEADROOM_GATE_FAIL_FAST_BREAKER 3  /* open, or half-open beyond the trickle */
+#define HEADROOM_GATE_FAIL_FAST_BULKHEAD 4 /* the bulkhead is full for this priority */
+#define HEADROOM_GATE_SHOULD_CALL(decision) ((decision) < HEADROOM_GATE_FAIL_FAST_BREAKER)
+
+/* What headroom_gate_state returns. */
+#define HEADROOM_GATE_STATE_CLOSED 0
+#define HEADROOM_GATE_STATE_OPEN 1
+#define HEADROOM_GATE_STATE_HALF_OPEN 2
+#define HEADROOM_GATE_STATE_NO_DATA 3
+
+/*
+ * Creates a gate; options may be NULL (the defaults). Returns NULL with the
+ * reason in err for invalid options (it names the field, e.g.
+ * "buckets[BULK].errors_open (0.6) must be at most ...") or a struct_size
+ * smaller than the fields up to min_stale_ms.
+ */
+HEADROOM_ORCA_API headroom_gate *headroom_gate_create(const headroom_gate_options *options, char *err,
+                                                      size_t errlen);
+
+/* Releases the gate. NULL is accepted. No decide may run on it any more. */
+HEADROOM_ORCA_API void headroom_gate_destroy(headroom_gate *gate);
+
+/*
+ * Feeds the gate the report of `scope` ("dependency.<name>") as `reader`
+ * holds it; call it after headroom_reader_process/wait said the scope
+ * changed, or once per interval. Returns 0 when the report was fresh and
+ * judged, 1 when it is stale (the gate fails open; err says why), -ENOENT
+ * or -ENODATA when the reader has no valid report of the scope (the gate
+ * fails open), -EINVAL for NULL arguments.
+ */
+HEADROOM_ORCA_API int headroom_gate_update_from_reader(headroom_gate *gate, headroom_reader *reader,
+                                                       const char *scope, int64_t now_ns, char *err,
+                                                       size_t errlen);
+
+/*
+ * Feeds the gate the report file at `path` (e.g.
+ * "/run/orca/dependency.payments.orca"), read and validated like the
+ * reader's files. Returns 0 when fresh, 1 when stale, a negative errno when
+ * the file cannot be read (-ENOENT, -EACCES, ...) or -EBADMSG when it is no
+ * valid report (err names the file); in every case but 0 the gate fails
+ * open. -EINVAL for NULL arguments.
+ */
+HEADROOM_ORCA_API int headroom_gate_update_from_file(headroom_gate *gate, const char *path, int64_t now_ns,
+                                                     char *err, size_t errlen);
+
+/*
+ * Per call: one of HEADROOM_GATE_*. priority 1..100 (clamped). A NULL gate
+ * gives HEADROOM_GATE_CALL_NO_DATA: failing open.
+ */
+HEADROOM_ORCA_API int headroom_gate_decide(const headroom_gate *gate, int priority, int64_t now_ns);
+
+/*
+ * The breaker's state for `priority`'s bucket at now_ns: one of
+ * HEADROOM_GATE_STATE_*, or -EINVAL for NULL.
+ */
+HEADROOM_ORCA_API int headroom_gate_state(const headroom_gate *gate, int priority, int64_t now_ns);
 
 #ifdef __cplusplus
 }
