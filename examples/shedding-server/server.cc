@@ -533,6 +533,10 @@ void announce(const Options& opt, const orca::ShedderConfig& config, int port) {
     std::snprintf(buf, sizeof buf, " (from %g, CRITICAL from %g, all at %g)", t.shed_start, t.critical_start, t.all_shed);
     signals += (signals.empty() ? "" : ", ") + name + buf;
   }
+  if (!opt.dependency.empty())
+    std::fprintf(stderr, "%s: requests under %s call %s%s%s\n", kProgram, opt.dependency_path.c_str(),
+                 opt.dependency.c_str(), opt.gate_scope.empty() ? "" : ", through the gate on ",
+                 opt.gate_scope.c_str());
   if (opt.no_shed)
     std::fprintf(stderr, "%s: listening on %s:%d; --no-shed: serving everything\n", kProgram, opt.bind.c_str(), port);
   else
