@@ -88,7 +88,7 @@ def completions(path):
     with open(path) as f:
         for line in f:
             t, lat = line.split()
-            out.append((int(t) / 1e9, int(lat) / 1e6))
+            out.append((int(t) / 1e9, float(lat) / 1e6))
     return out
 
 
