@@ -188,15 +188,17 @@ class Scenario(unittest.TestCase):
             "dependent_within_10ms": share_at_most(lat_dep, 0.010),
             "dependent_requests": len(lat_dep),
             "stats": stats["dependency"],
-            "opened_after_s": next((t - latent_at for t, s in gate_states if t >= latent_at and s != "closed"), None),
-            "closed_after_s": next((t - healthy_at for t, s in gate_states if t >= healthy_at and s == "closed"),
-                                   None),
+            "opened_after_s": next((round(t - latent_at, 2) for t, s in gate_states
+                                    if gate and t >= latent_at and s not in ("closed", "no_data")), None),
+            "closed_after_s": next((round(t - healthy_at, 2) for t, s in gate_states
+                                    if gate and t >= healthy_at and s == "closed"), None),
         }
+        gate_line = (f"; the gate opened {out['opened_after_s']} s after the dependency turned latent and closed "
+                     f"{out['closed_after_s']} s after it recovered") if gate else ""
         figure(f"{label}: independent path within {SLO_S * 1e3:.0f} ms while latent "
-               f"{out['independent_within_slo']:.4f} of {out['independent_requests']} (healthy "
-               f"{out['healthy_within_slo']:.4f}); dependent path p50 {out['dependent_p50_ms']:.1f} ms, "
-               f"{out['dependent_within_10ms']:.3f} within 10 ms; gate opened after "
-               f"{out['opened_after_s']} s, closed {out['closed_after_s']} s after recovery; calls {out['stats']}")
+               f"{out['independent_within_slo']:.4f} of {out['independent_requests']} sent (healthy "
+               f"{out['healthy_within_slo']:.4f}); dependent path while latent p50 {out['dependent_p50_ms']:.1f} ms, "
+               f"{out['dependent_within_10ms']:.3f} within 10 ms{gate_line}; calls {out['stats']}")
         return out
 
     def test_1_without_the_gate_the_latent_dependency_takes_the_independent_path_down(self):
