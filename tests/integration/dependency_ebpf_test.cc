@@ -275,6 +275,54 @@ TEST(DependencyEbpf, EachRefusedConnectIsAConnectFailureAndAnError) {
   EXPECT_EQ(after.calls.inflight, 0u);
 }
 
+// Refused connects to (address, port) pairs that share ports: each counts for
+// the dependency its peer address names, IPv6 and IPv4 alike; an IPv6 socket
+// to an IPv4-mapped address is the IPv4 peer.
+int refused_from(int family, const char* address, uint16_t port) {
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(port);
+    ::inet_pton(AF_INET6, address, &a->sin6_addr);
+    len = sizeof *a;
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(port);
+    ::inet_pton(AF_INET, address, &a->sin_addr);
+    len = sizeof *a;
+  }
+  const int err = ::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0 ? 0 : errno;
+  ::close(fd);
+  return err;
+}
+
+TEST(DependencyEbpf, PeersAreMatchedByAddressIpv6AndIpv4Alike) {
+  REQUIRE_EBPF();
+  const uint16_t port = free_port();
+  ASSERT_NE(port, 0);
+  auto v6 = spec(port, 10ms, 100ms, DependencyProtocol::generic);
+  ::inet_pton(AF_INET6, "::1", &*v6.address);
+  auto v4 = spec(port, 10ms, 100ms, DependencyProtocol::generic);  // ::ffff:127.0.0.1
+  auto other = spec(port, 10ms, 100ms, DependencyProtocol::generic);
+  ::inet_pton(AF_INET6, "::ffff:127.0.0.2", &*other.address);
+  OPEN_PROBE(probe, (std::vector{v6, v4, other}));
+  const auto before = snap(probe).dependencies;
+  EXPECT_EQ(refused_from(AF_INET6, "::1", port), ECONNREFUSED);
+  EXPECT_EQ(refused_from(AF_INET6, "::1", port), ECONNREFUSED);
+  EXPECT_EQ(refused_from(AF_INET6, "::ffff:127.0.0.1", port), ECONNREFUSED);
+  EXPECT_EQ(refused_from(AF_INET, "127.0.0.1", port), ECONNREFUSED);
+  EXPECT_EQ(refused_from(AF_INET, "127.0.0.2", port), ECONNREFUSED);
+  EXPECT_EQ(refused_from(AF_INET, "127.0.0.3", port), ECONNREFUSED);  // no dependency names it
+  const auto after = snap(probe).dependencies;
+  EXPECT_EQ(after.at(0).connect_failures - before.at(0).connect_failures, 2u) << "[::1]";
+  EXPECT_EQ(after.at(1).connect_failures - before.at(1).connect_failures, 2u) << "127.0.0.1, from both families";
+  EXPECT_EQ(after.at(2).connect_failures - before.at(2).connect_failures, 1u) << "127.0.0.2";
+}
+
 // A listener that never accepts, its queue full (backlog 0 holds one
 // connection): the next connect's SYNs are dropped. That connect is a call
 // in flight while it waits, and a connect failure when the client gives up.
