@@ -255,6 +255,61 @@ int connect_to(uint16_t port, bool nonblocking, int& fd) {
   return ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? 0 : errno;
 }
 
+// Debian's redis-server, called by one connection of this process: every
+// 5th command is DEBUG SLEEP 0.02 (20 ms, over the 10 ms target), the others
+// PING. DEBUG SLEEP stops the whole server; with one connection that delays
+// this connection's call alone. The client times each command itself.
+TEST(DependencyEbpf, RedisShareAndCountMatchTheClient) {
+  REQUIRE_EBPF();
+  const char* const redis_server = "/usr/bin/redis-server";
+  if (!std::filesystem::exists(redis_server)) {
+    if (std::getenv("CI") != nullptr) FAIL() << "redis-server is missing: apt-get install redis-server";
+    GTEST_SKIP() << "SKIPPED: redis-server is missing (Debian package redis-server)";
+  }
+  TempDir dir(testing::tmpfs_base());
+  const uint16_t port = free_port();
+  ASSERT_NE(port, 0);
+  OPEN_PROBE(probe, std::vector{spec(port, 10ms, 500ms, DependencyProtocol::generic)});
+  Process redis({redis_server, "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                 "no", "--enable-debug-command", "yes", "--dir", dir.path()},
+                dir);
+  int fd = -1;
+  ASSERT_TRUE(testing::eventually([&] {
+    if (connect_to(port, false, fd) == 0) return true;
+    ::close(fd);
+    return false;
+  })) << "redis-server did not listen: " << redis.err();
+  const auto before = snap(probe).dependencies.at(0);
+  int calls = 0, slow = 0;
+  const auto end = std::chrono::steady_clock::now() + 3s;
+  for (; std::chrono::steady_clock::now() < end; ++calls) {
+    const std::string cmd = calls % 5 == 4 ? "DEBUG SLEEP 0.02\r\n" : "PING\r\n";
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(::write(fd, cmd.data(), cmd.size()), static_cast<ssize_t>(cmd.size()));
+    std::string answer;
+    char buf[64];
+    while (!answer.ends_with("\r\n")) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      ASSERT_GT(n, 0) << "redis-server closed the connection";
+      answer.append(buf, static_cast<std::size_t>(n));
+    }
+    ASSERT_EQ(answer[0], '+') << answer;
+    if (std::chrono::steady_clock::now() - t0 > 10ms) ++slow;
+  }
+  const auto after = snap(probe).dependencies.at(0);
+  ::close(fd);
+  const double completed = static_cast<double>(after.calls.stats.completed - before.calls.stats.completed);
+  const double over = static_cast<double>(after.calls.stats.over_target - before.calls.stats.over_target);
+  const double share = static_cast<double>(slow) / calls;
+  std::cout << "[ redis ] client calls " << calls << " over 10 ms " << share << "; probe completed " << completed
+            << " over " << over / completed << "\n";
+  ASSERT_GT(calls, 300);
+  EXPECT_NEAR(completed, calls, 0.1 * calls);
+  EXPECT_NEAR(over / completed, share, 0.02);
+  EXPECT_NEAR(share, 0.2, 0.05);
+  EXPECT_EQ(after.calls.stats.errors, before.calls.stats.errors);
+}
+
 TEST(DependencyEbpf, EachRefusedConnectIsAConnectFailureAndAnError) {
   REQUIRE_EBPF();
   const uint16_t port = free_port();
