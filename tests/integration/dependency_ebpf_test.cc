@@ -134,11 +134,12 @@ std::vector<std::string> load_args(const std::string& binary, uint16_t port, std
 }
 
 // Runs the client to its end, renewing the probe's callers as the agent does
-// each interval (every 50 ms here).
+// each interval (every 20 ms here: a caller started after a renewal is
+// missed until the next).
 Load run_reading(DependencyProbe& probe, Process& load) {
   while (load.running()) {
     (void)snap(probe);
-    std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(20ms);
   }
   return finish(load);
 }
@@ -416,7 +417,7 @@ TEST(DependencyEbpf, ABlackHoledConnectIsInFlightThenAConnectFailure) {
 
 // Two clients call the same server with the same load; the dependency names
 // one of them (by process name, by cgroup) and counts only its calls.
-constexpr int kCallerRequests = 1500;
+constexpr int kCallerRequests = 2500;
 
 std::vector<std::string> caller_load(const std::string& binary, uint16_t port) {
   return load_args(binary, port, {"--mode", "line", "--requests", std::to_string(kCallerRequests), "--line", "400"});
