@@ -77,8 +77,9 @@ struct {
   __type(value, struct hr_dep_call);
 } calls SEC(".maps");
 
-/* A typed, read-only view of a kernel object (6.2+): plain loads. */
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+/* bpf_rdonly_cast (a typed, read-only view of a kernel object, 6.2+: plain
+ * loads) and arrived_bytes (where the bytes that just came are). */
+#include "arrived.bpf.h"
 
 static __always_inline __u32 rcv_nxt(const struct sock *sk) {
   const struct tcp_sock *tp = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
@@ -190,12 +191,13 @@ static __always_inline void free_call(struct hr_dep_call *e, struct hr_dep_sk *s
 #define END_CONNECT 1 /* the connect failed */
 #define END_RESET 2   /* reset or closed with the call in flight */
 
-static __always_inline void count_end(__u32 dep, __u64 latency, int how) {
+static __always_inline void count_end(__u32 dep, __u64 latency, int how, int error) {
   const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
   struct hr_dep_stats *s = bpf_map_lookup_elem(&dep_stats, &dep);
   if (!d || !s) return;
   if (how == END_ANSWER) {
     s->s.completed++;
+    if (error) s->s.errors++;
     __u32 b = hr_hist_bucket(latency);
     barrier_var(b); /* keep the bound check on b itself for the verifier */
     if (b < HR_HIST_BUCKETS) s->hist.counts[b]++;
@@ -210,12 +212,24 @@ static __always_inline void count_end(__u32 dep, __u64 latency, int how) {
   if (latency > d->max_ns) s->s.over_max++;
 }
 
-static __always_inline void end_call(struct hr_dep_call *e, struct hr_dep_sk *st, int how) {
+static __always_inline void end_call(struct hr_dep_call *e, struct hr_dep_sk *st, int how, int error) {
   const __u64 now = bpf_ktime_get_ns();
   const __u64 start = e->start_ns;
   const __u32 dep = e->dep;
   free_call(e, st);
-  count_end(dep, now > start ? now - start : 0, how);
+  count_end(dep, now > start ? now - start : 0, how, error);
+}
+
+/* HTTP/1: does the answer that began to arrive (its n bytes so far, the
+ * last n that reached sk) start with a 5xx status line? Read only when the
+ * bytes sit in one piece of the socket's last buffer (arrived.bpf.h);
+ * otherwise it is not known, and not counted an error. */
+static __always_inline int server_error(const struct sock *sk, __u32 n) {
+  if (n < 12) return 0;
+  const __u64 at = arrived_bytes(sk, n);
+  char b[12] = {};
+  if (!at || bpf_probe_read_kernel(b, sizeof b, (const void *)at)) return 0;
+  return b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/' && b[8] == ' ' && b[9] == '5';
 }
 
 static __always_inline void dep_state(struct sock *sk, int oldstate, int newstate) {
@@ -234,16 +248,16 @@ static __always_inline void dep_state(struct sock *sk, int oldstate, int newstat
   if (!e) return;
   if (e->flags & HR_DEP_F_CONNECT) {
     if (newstate == TCP_ESTABLISHED) free_call(e, st); /* connected: calls start at writes */
-    else if (newstate == TCP_CLOSE) end_call(e, st, END_CONNECT);
+    else if (newstate == TCP_CLOSE) end_call(e, st, END_CONNECT, 0);
     return;
   }
   if (newstate == TCP_CLOSE_WAIT) {
     /* The peer closed. The state changes before the data that came with the
      * FIN is announced: answer bytes beside the FIN (which takes one
      * sequence number) were the answer. */
-    end_call(e, st, rcv_nxt(sk) - e->rcv_start > 1 ? END_ANSWER : END_RESET);
+    end_call(e, st, rcv_nxt(sk) - e->rcv_start > 1 ? END_ANSWER : END_RESET, 0);
   } else if (newstate == TCP_CLOSE || newstate == TCP_FIN_WAIT1) {
-    end_call(e, st, END_RESET); /* reset, or the client gave up on it */
+    end_call(e, st, END_RESET, 0); /* reset, or the client gave up on it */
   }
 }
 
@@ -263,8 +277,12 @@ static __always_inline void dep_arrival(struct sock *sk) {
   struct hr_dep_sk *st = bpf_sk_storage_get(&conns, sk, 0, 0);
   if (!st || !st->slot) return;
   struct hr_dep_call *e = call_of(sk, st);
-  if (!e || (e->flags & HR_DEP_F_CONNECT) || rcv_nxt(sk) == e->rcv_start) return;
-  end_call(e, st, END_ANSWER);
+  const __u32 rcv = rcv_nxt(sk);
+  if (!e || (e->flags & HR_DEP_F_CONNECT) || rcv == e->rcv_start) return;
+  const __u32 dep = e->dep;
+  const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
+  const int error = d && d->proto == HR_DEP_PROTO_HTTP1 && server_error(sk, rcv - e->rcv_start);
+  end_call(e, st, END_ANSWER, error);
 }
 
 SEC("tp_btf/inet_sock_set_state")

@@ -178,6 +178,32 @@ TEST(DependencyEbpf, Http1KeepAliveShareAndCountMatchTheClient) {
   expect_matches_client(probe, dir, server.port, args);
 }
 
+// HTTP/1 5xx answers are errors (completed calls too); a 5xx is read from
+// the answer's status line as it reaches the client's socket.
+TEST(DependencyEbpf, Http1ServerErrorsCountAsErrors) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "http", "--status", "/err=503"});
+  ASSERT_NE(server.port, 0);
+  OPEN_PROBE(probe, std::vector{spec(server.port, 10ms, 500ms)});
+  const auto before = snap(probe).dependencies.at(0);
+  std::vector<std::string> args{"--mode", "http", "--connections", "2", "--requests", "2000"};
+  for (int i = 0; i < 4; ++i) args.insert(args.end(), {"--path", "/ok"});
+  args.insert(args.end(), {"--path", "/err"});
+  Process load(load_args(HR_TEST_LOAD_PATH, server.port, args), dir);
+  const auto client = finish(load);
+  const auto after = snap(probe).dependencies.at(0);
+  const auto errors = after.calls.stats.errors - before.calls.stats.errors;
+  const auto completed = after.calls.stats.completed - before.calls.stats.completed;
+  std::cout << "[ 5xx ] client " << client.json << "\n[ 5xx ] probe completed " << completed << " errors " << errors
+            << "\n";
+  ASSERT_EQ(client.requests, 2000) << client.json;
+  EXPECT_EQ(client.errors, 400) << "one in five answered 503: " << client.json;
+  EXPECT_EQ(completed, 2000u);
+  EXPECT_EQ(errors, 400u) << "every 503, and nothing else";
+  EXPECT_EQ(after.resets - before.resets, 0u);
+}
+
 TEST(DependencyEbpf, GenericLineProtocolShareAndCountMatchTheClient) {
   REQUIRE_EBPF();
   TempDir dir(testing::tmpfs_base());
