@@ -25,6 +25,9 @@
 // traced exchange while attached, none for the untraced connection.
 //
 //   bench_dependency_floor [--cycles N (100)] [--slice N (2000)] [--warmup N (300)]
+//                          [--protocol generic|http1]
+// http1: the exchange is "GET / HTTP/1.1" / "HTTP/1.1 200 OK" and the
+// dependency http1, so each answer's status line is read (arrived.bpf.h).
 // Needs root and a kernel with BTF and the socket tracepoints (6.11+).
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
@@ -103,9 +106,9 @@ struct Pair {
     ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     ::setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
+  std::string_view kPing = "PING\r\n", kPong = "+PONG\r\n";
   void exchange() {
-    static constexpr std::string_view kPing = "PING\r\n", kPong = "+PONG\r\n";
-    char buf[64];
+    char buf[128];
     if (::write(client, kPing.data(), kPing.size()) != static_cast<ssize_t>(kPing.size()) ||
         ::read(server, buf, sizeof buf) <= 0 ||
         ::write(server, kPong.data(), kPong.size()) != static_cast<ssize_t>(kPong.size()) ||
@@ -133,9 +136,15 @@ void print(const char* what, const Quartiles& q, const char* unit) {
 
 int main(int argc, char** argv) {
   int cycles = 100, slice = 2000, warmup = 300;
+  bool http1 = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string_view a = argv[i];
     const int v = std::atoi(argv[i + 1]);
+    if (a == "--protocol") {
+      http1 = std::string_view(argv[i + 1]) == "http1";
+      if (!http1 && std::string_view(argv[i + 1]) != "generic") fail("--protocol is http1 or generic");
+      continue;
+    }
     if (a == "--cycles") cycles = v;
     else if (a == "--slice") slice = v;
     else if (a == "--warmup") warmup = v;
@@ -150,7 +159,12 @@ int main(int argc, char** argv) {
   spec.port = traced.port;
   spec.target_ns = 10'000'000;
   spec.max_ns = 100'000'000;
-  spec.protocol = headroom::probes::DependencyProtocol::generic;
+  spec.protocol = http1 ? headroom::probes::DependencyProtocol::http1 : headroom::probes::DependencyProtocol::generic;
+  if (http1)
+    for (Pair* p : {&traced, &untraced}) {
+      p->kPing = "GET / HTTP/1.1\r\nHost: b\r\n\r\n";
+      p->kPong = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    }
   auto probe = headroom::probes::DependencyProbe::open({spec}, {});
   if (!probe) fail(probe.error().message);
   traced.connect();
@@ -213,7 +227,8 @@ int main(int argc, char** argv) {
   const uint64_t counted = snap.dependencies[0].calls.stats.completed - completed0;
 
   const char* const conn_names[2] = {"traced connection (the dependency)", "untraced connection (another port)"};
-  std::printf("bench_dependency_floor: %d cycles x %d exchanges per slice, CPU ns per exchange\n", cycles, slice);
+  std::printf("bench_dependency_floor: %s, %d cycles x %d exchanges per slice, CPU ns per exchange\n",
+              http1 ? "http1" : "generic", cycles, slice);
   for (int conn = 0; conn < 2; ++conn) {
     std::vector<double> floor_d, floor4_d, product_d, ratio, ratio4, beyond;
     for (int c = 0; c < cycles; ++c) {
