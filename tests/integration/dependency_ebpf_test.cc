@@ -198,9 +198,11 @@ TEST(DependencyEbpf, Http1ServerErrorsCountAsErrors) {
   std::cout << "[ 5xx ] client " << client.json << "\n[ 5xx ] probe completed " << completed << " errors " << errors
             << "\n";
   ASSERT_EQ(client.requests, 2000) << client.json;
-  EXPECT_EQ(client.errors, 400) << "one in five answered 503: " << client.json;
+  // The connections share the request budget, each rotating over the paths
+  // from its own start: about one in five asks for /err.
+  EXPECT_NEAR(client.errors, 400, 10) << "about one in five answered 503: " << client.json;
   EXPECT_EQ(completed, 2000u);
-  EXPECT_EQ(errors, 400u) << "every 503, and nothing else";
+  EXPECT_EQ(static_cast<double>(errors), client.errors) << "every 503 the client got, and nothing else";
   EXPECT_EQ(after.resets - before.resets, 0u);
 }
 
