@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 namespace headroom::probes {
 
@@ -107,24 +108,72 @@ bool is_caller(const CallerRule& rule, std::string_view comm_text, std::string_v
   return !rule.has_cgroup || in_caller_cgroup(cgroup_text, rule.cgroup);
 }
 
-std::vector<std::vector<pid_t>> find_callers(const std::string& proc_root, const std::vector<CallerRule>& rules) {
-  std::vector<std::vector<pid_t>> out(rules.size());
-  const bool need_cgroup = std::any_of(rules.begin(), rules.end(), [](const CallerRule& r) { return r.has_cgroup; });
+namespace {
+
+std::vector<pid_t> list_pids(const std::string& proc_root) {
+  std::vector<pid_t> pids;
   DIR* proc = ::opendir(proc_root.c_str());
-  if (proc == nullptr) return out;
+  if (proc == nullptr) return pids;
   while (const dirent* d = ::readdir(proc)) {
     char* end = nullptr;
     const long pid = std::strtol(d->d_name, &end, 10);
-    if (end == d->d_name || *end != '\0' || pid <= 0) continue;
-    const std::string base = proc_root + "/" + d->d_name;
-    const std::string comm = read_text(base + "/comm");
-    if (comm.empty()) continue;  // gone
-    const std::string cgroup = need_cgroup ? read_text(base + "/cgroup") : std::string();
-    for (std::size_t i = 0; i < rules.size(); ++i)
-      if (is_caller(rules[i], comm, cgroup)) out[i].push_back(static_cast<pid_t>(pid));
+    if (end != d->d_name && *end == '\0' && pid > 0) pids.push_back(static_cast<pid_t>(pid));
   }
   ::closedir(proc);
+  return pids;
+}
+
+// Which rules take the process; false when it is gone.
+bool judge(const std::string& proc_root, pid_t pid, const std::vector<CallerRule>& rules, std::vector<bool>& takes) {
+  const std::string base = proc_root + "/" + std::to_string(pid);
+  const std::string comm = read_text(base + "/comm");
+  if (comm.empty()) return false;
+  const bool need_cgroup = std::any_of(rules.begin(), rules.end(), [](const CallerRule& r) { return r.has_cgroup; });
+  const std::string cgroup = need_cgroup ? read_text(base + "/cgroup") : std::string();
+  takes.assign(rules.size(), false);
+  for (std::size_t i = 0; i < rules.size(); ++i) takes[i] = is_caller(rules[i], comm, cgroup);
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::vector<pid_t>> find_callers(const std::string& proc_root, const std::vector<CallerRule>& rules) {
+  std::vector<std::vector<pid_t>> out(rules.size());
+  std::vector<bool> takes;
+  for (const pid_t pid : list_pids(proc_root))
+    if (judge(proc_root, pid, rules, takes))
+      for (std::size_t i = 0; i < rules.size(); ++i)
+        if (takes[i]) out[i].push_back(pid);
   return out;
+}
+
+CallerScan::CallerScan(std::string proc_root, std::vector<CallerRule> rules, int64_t recheck_ns)
+    : proc_root_(std::move(proc_root)), rules_(std::move(rules)), recheck_ns_(recheck_ns) {}
+
+const std::vector<std::pair<std::size_t, pid_t>>& CallerScan::renew(int64_t now_ns) {
+  const bool full = !scanned_ || now_ns - last_full_ns_ >= recheck_ns_;
+  if (full) last_full_ns_ = now_ns;
+  // Processes found by the first scan count as old: a fork about to exec is
+  // rare among them, and reading them all again for a whole recheck period
+  // is what this class avoids.
+  const int64_t born = scanned_ ? now_ns : now_ns - recheck_ns_;
+  scanned_ = true;
+  std::map<pid_t, Seen> next;
+  for (const pid_t pid : list_pids(proc_root_)) {
+    auto it = seen_.find(pid);
+    Seen s = it != seen_.end() ? std::move(it->second) : Seen{born, {}};
+    if (full || it == seen_.end() || now_ns - s.first_ns < recheck_ns_) {
+      ++reads_;
+      if (!judge(proc_root_, pid, rules_, s.takes)) continue;  // gone
+    }
+    next.emplace(pid, std::move(s));
+  }
+  seen_ = std::move(next);
+  out_.clear();
+  for (const auto& [pid, s] : seen_)
+    for (std::size_t i = 0; i < s.takes.size(); ++i)
+      if (s.takes[i]) out_.emplace_back(i, pid);
+  return out_;
 }
 
 }  // namespace headroom::probes

@@ -6,8 +6,11 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "headroom/orca/result.h"
@@ -45,5 +48,32 @@ bool is_caller(const CallerRule& rule, std::string_view comm_text, std::string_v
 // Every process of proc_root that each rule takes, by rule. A process that
 // exits while it is read is left out.
 std::vector<std::vector<pid_t>> find_callers(const std::string& proc_root, const std::vector<CallerRule>& rules);
+
+// The same kept up to date at a lower cost: each renew() lists proc_root's
+// processes and reads only those it has not judged yet, those younger than
+// `recheck_ns` (a fork reads as its parent until it execs) and, once every
+// `recheck_ns`, all of them again (a process can exec or move to another
+// cgroup at any time).
+class CallerScan {
+ public:
+  CallerScan(std::string proc_root, std::vector<CallerRule> rules, int64_t recheck_ns);
+  // (rule index, pid) of every process each rule takes now.
+  const std::vector<std::pair<std::size_t, pid_t>>& renew(int64_t now_ns);
+  std::size_t reads() const { return reads_; }  // processes read so far (tests)
+
+ private:
+  struct Seen {
+    int64_t first_ns = 0;
+    std::vector<bool> takes;  // per rule
+  };
+  std::string proc_root_;
+  std::vector<CallerRule> rules_;
+  int64_t recheck_ns_;
+  int64_t last_full_ns_ = 0;
+  bool scanned_ = false;
+  std::map<pid_t, Seen> seen_;
+  std::vector<std::pair<std::size_t, pid_t>> out_;
+  std::size_t reads_ = 0;
+};
 
 }  // namespace headroom::probes

@@ -10,6 +10,7 @@
 #include <bpf/libbpf.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,6 +125,7 @@ struct DependencyProbe::Impl {
   DependencyProbeOptions options;
   std::vector<CallerRule> rules;    // one per dependency with callers
   std::vector<uint32_t> rule_deps;  // the dependency of each rule
+  std::unique_ptr<CallerScan> scan;
   std::set<std::pair<uint32_t, uint32_t>> allowed;  // (dependency, tgid) in the callers map
   std::vector<hr_dep_stats> per_cpu;
   std::string kind = "tp_btf sockets";
@@ -136,7 +138,7 @@ struct DependencyProbe::Impl {
     if (obj) dependency_bpf__destroy(obj);
   }
   Result<void> rules_from_specs();
-  Result<void> renew_callers();
+  Result<void> renew_callers(int64_t now_ns);
   Result<void> fill();
 };
 
@@ -171,12 +173,14 @@ Result<void> DependencyProbe::Impl::rules_from_specs() {
 
 // The callers map from proc_root as it is now: processes that began to match
 // are added, those that stopped (or exited) removed.
-Result<void> DependencyProbe::Impl::renew_callers() {
+Result<void> DependencyProbe::Impl::renew_callers(int64_t now_ns) {
   if (rules.empty()) return {};
-  const auto found = find_callers(options.proc_root, rules);
+  // A full rescan each second; in between, new processes (and young ones,
+  // which may exec) only: a read of every process each interval would cost
+  // ~6 us per process here.
+  if (!scan) scan = std::make_unique<CallerScan>(options.proc_root, rules, 1'000'000'000);
   std::set<std::pair<uint32_t, uint32_t>> now;
-  for (std::size_t r = 0; r < rules.size(); ++r)
-    for (const pid_t pid : found[r]) now.emplace(rule_deps[r], static_cast<uint32_t>(pid));
+  for (const auto& [rule, pid] : scan->renew(now_ns)) now.emplace(rule_deps[rule], static_cast<uint32_t>(pid));
   const int fd = bpf_map__fd(obj->maps.callers);
   for (const auto& [dep, tgid] : allowed)
     if (!now.count({dep, tgid})) {
@@ -219,7 +223,9 @@ Result<void> DependencyProbe::Impl::fill() {
     obj->bss->dep_port_slot[htons(port)] = static_cast<__u16>(++slot);  // indexed as skc_dport holds it
   }
   if (auto r = rules_from_specs(); !r) return r.error();
-  if (auto r = renew_callers(); !r) return r.error();
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  if (auto r = renew_callers(int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec); !r) return r.error();
   bpf_map* m = obj->maps.calls;
   const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   calls_bytes = (bpf_map__max_entries(m) * sizeof(hr_dep_call) + page - 1) / page * page;
@@ -295,7 +301,7 @@ Result<void> DependencyProbe::read(DependencySnapshot& out, int64_t now_ns) {
   if (!p.options.fail_reads_while.empty() && ::access(p.options.fail_reads_while.c_str(), F_OK) == 0)
     return Error{EIO, "cannot read the eBPF dependency counters: " + std::string(std::strerror(EIO)) +
                           " (test fault: " + p.options.fail_reads_while + " exists)"};
-  if (auto r = p.renew_callers(); !r) return r.error();
+  if (auto r = p.renew_callers(now_ns); !r) return r.error();
   const std::size_t n = p.specs.size();
   out.dependencies.resize(n);
   const int fd = bpf_map__fd(p.obj->maps.dep_stats);

@@ -3,6 +3,14 @@
 // configured, matched against /proc/PID/cgroup texts of v1 and v2 hosts.
 #include "probes/dependency_callers.h"
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace headroom::probes {
@@ -76,6 +84,56 @@ TEST(DependencyCallers, AProcessMustMatchItsNameAndItsCgroupWhenBothAreGiven) {
   EXPECT_FALSE(is_caller(both, "batch\n", kV2));
   CallerRule any{"", false, {}};
   EXPECT_TRUE(is_caller(any, "anything\n", ""));
+}
+
+// A /proc of a few processes, written by the test.
+class FakeProc {
+ public:
+  FakeProc() {
+    std::string tmpl = std::filesystem::temp_directory_path().string() + "/hr-callers-XXXXXX";
+    root_ = ::mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
+  }
+  ~FakeProc() { std::filesystem::remove_all(root_); }
+  FakeProc(const FakeProc&) = delete;
+  FakeProc& operator=(const FakeProc&) = delete;
+  void set(int pid, const std::string& comm) {
+    std::filesystem::create_directories(root_ + "/" + std::to_string(pid));
+    std::ofstream(root_ + "/" + std::to_string(pid) + "/comm") << comm << "\n";
+  }
+  void remove(int pid) { std::filesystem::remove_all(root_ + "/" + std::to_string(pid)); }
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+};
+
+using Takes = std::vector<std::pair<std::size_t, pid_t>>;
+
+TEST(DependencyCallers, TheScanReadsNewAndYoungProcessesEachTimeAndAllOfThemOncePerRecheck) {
+  FakeProc proc;
+  ASSERT_FALSE(proc.root().empty());
+  proc.set(10, "a");
+  proc.set(20, "b");
+  CallerScan scan(proc.root(), {CallerRule{"a", false, {}}}, 1000);
+  EXPECT_EQ(scan.renew(0), (Takes{{0, 10}}));
+  EXPECT_EQ(scan.reads(), 2u);
+  EXPECT_EQ(scan.renew(500), (Takes{{0, 10}}));  // those of the first scan are not young
+  EXPECT_EQ(scan.reads(), 2u);
+  EXPECT_EQ(scan.renew(2000), (Takes{{0, 10}}));  // a full rescan
+  EXPECT_EQ(scan.reads(), 4u);
+  proc.set(30, "a");
+  EXPECT_EQ(scan.renew(2500), (Takes{{0, 10}, {0, 30}}));  // only the new one is read
+  EXPECT_EQ(scan.reads(), 5u);
+  proc.set(10, "z");  // execs: seen at the next full rescan
+  proc.set(30, "y");  // a young process is read each time
+  EXPECT_EQ(scan.renew(2600), (Takes{{0, 10}}));
+  EXPECT_EQ(scan.reads(), 6u);
+  proc.set(30, "a");
+  EXPECT_EQ(scan.renew(3100), (Takes{{0, 30}}));  // full again
+  EXPECT_EQ(scan.reads(), 9u);
+  proc.remove(30);
+  EXPECT_EQ(scan.renew(3200), (Takes{}));
+  EXPECT_EQ(find_callers(proc.root(), {CallerRule{"b", false, {}}}), (std::vector<std::vector<pid_t>>{{20}}));
 }
 
 }  // namespace
