@@ -142,16 +142,13 @@ static __always_inline struct hr_dep_sk *decided(struct sock *sk, const struct h
   return st;
 }
 
-/* A free slot among a few from a random position (the socket's storage
- * keeps which one it took, so the position need not be found again; the
- * verifier allows no arithmetic on the socket pointer), claimed by a plain
- * store (two CPUs claiming one slot at the same instant would share it: the
+/* A free slot among a few from position h, claimed by a plain store (two CPUs claiming one slot at the same instant would share it: the
  * later call's end finds the slot not its own and goes uncounted). Returns
  * 1 + its index, 0 when all are taken (the call is not counted). The slot's
  * time is written last: user space skips a slot whose start_ns is 0. */
-static __always_inline __u32 take_slot(const struct sock *sk, __u32 dep, __u64 now, __u32 rcv, __u32 flags) {
+static __always_inline __u32 take_slot(const struct sock *sk, __u32 h, __u32 dep, __u64 now, __u32 rcv,
+                                       __u32 flags) {
   const __u64 key = (__u64)sk;
-  const __u32 h = bpf_get_prandom_u32();
   for (int i = 0; i < HR_DEP_SLOT_TRIES; i++) {
     __u32 idx = (h + i) & (HR_DEP_SLOTS - 1);
     struct hr_dep_call *e = bpf_map_lookup_elem(&calls, &idx);
@@ -168,8 +165,29 @@ static __always_inline __u32 take_slot(const struct sock *sk, __u32 dep, __u64 n
   return 0;
 }
 
+/* Where a connection's calls go: a call (not a connect) from the socket's
+ * own hash (skc_hash, set once it is connected: a plain load), so the
+ * answer's arrival finds it again without the socket's storage; a connect
+ * (no hash yet) from a random position, kept in the socket's storage. The
+ * verifier allows no arithmetic on the socket pointer itself. */
+static __always_inline __u32 call_position(const struct sock *sk) {
+  return sk->__sk_common.skc_hash * 0x9E3779B1u;
+}
+
+/* The call in flight of a connected socket, found from its position. */
+static __always_inline struct hr_dep_call *find_call(const struct sock *sk) {
+  const __u32 h = call_position(sk);
+  for (int i = 0; i < HR_DEP_SLOT_TRIES; i++) {
+    __u32 idx = (h + i) & (HR_DEP_SLOTS - 1);
+    struct hr_dep_call *e = bpf_map_lookup_elem(&calls, &idx);
+    if (!e) break;
+    if (e->sk == (__u64)sk) return e;
+  }
+  return 0;
+}
+
 /* The connection's call in flight, or 0 (and the storage's slot cleared
- * when the slot is no longer its own). */
+ * when the slot is no longer its own: the answer freed it). */
 static __always_inline struct hr_dep_call *call_of(const struct sock *sk, struct hr_dep_sk *st) {
   __u32 idx = st->slot - 1;
   struct hr_dep_call *e = bpf_map_lookup_elem(&calls, &idx);
@@ -184,7 +202,7 @@ static __always_inline void free_call(struct hr_dep_call *e, struct hr_dep_sk *s
   e->start_ns = 0;
   barrier();
   e->sk = 0;
-  st->slot = 0;
+  if (st) st->slot = 0;
 }
 
 #define END_ANSWER 0  /* answer bytes arrived */
@@ -239,7 +257,7 @@ static __always_inline void dep_state(struct sock *sk, int oldstate, int newstat
   if (newstate == TCP_SYN_SENT) {
     struct hr_dep_sk *st = decided(sk, pc);
     if (!st || st->dep == HR_DEP_UNTRACED || st->dep == HR_DEP_UNDECIDED || st->slot) return;
-    st->slot = take_slot(sk, st->dep - 1, bpf_ktime_get_ns(), 0, HR_DEP_F_CONNECT);
+    st->slot = take_slot(sk, bpf_get_prandom_u32(), st->dep - 1, bpf_ktime_get_ns(), 0, HR_DEP_F_CONNECT);
     return;
   }
   struct hr_dep_sk *st = bpf_sk_storage_get(&conns, sk, 0, 0);
@@ -265,24 +283,24 @@ static __always_inline void dep_write(struct sock *sk) {
   const struct hr_dep_port *pc = port_config(sk->__sk_common.skc_dport);
   if (!pc) return;
   struct hr_dep_sk *st = decided(sk, pc); /* a connection older than the probe: decided now */
-  if (!st || st->slot || st->dep == HR_DEP_UNTRACED || st->dep == HR_DEP_UNDECIDED) return;
+  if (!st || st->dep == HR_DEP_UNTRACED || st->dep == HR_DEP_UNDECIDED) return;
+  if (st->slot && call_of(sk, st)) return; /* the rest of the request */
   if (sk->__sk_common.skc_state != TCP_ESTABLISHED) return;
-  st->slot = take_slot(sk, st->dep - 1, bpf_ktime_get_ns(), rcv_nxt(sk), 0);
+  st->slot = take_slot(sk, call_position(sk), st->dep - 1, bpf_ktime_get_ns(), rcv_nxt(sk), 0);
 }
 
 static __always_inline void dep_arrival(struct sock *sk) {
   const struct hr_dep_port *pc = port_config(sk->__sk_common.skc_dport);
   if (!pc) return;
   if (sk->sk_protocol != IPPROTO_TCP || sk->__sk_common.skc_state != TCP_ESTABLISHED) return;
-  struct hr_dep_sk *st = bpf_sk_storage_get(&conns, sk, 0, 0);
-  if (!st || !st->slot) return;
-  struct hr_dep_call *e = call_of(sk, st);
+  struct hr_dep_call *e = find_call(sk); /* the storage's slot goes stale: the next write sees it */
+  if (!e) return;
   const __u32 rcv = rcv_nxt(sk);
-  if (!e || (e->flags & HR_DEP_F_CONNECT) || rcv == e->rcv_start) return;
+  if ((e->flags & HR_DEP_F_CONNECT) || rcv == e->rcv_start) return;
   const __u32 dep = e->dep;
   const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
   const int error = d && d->proto == HR_DEP_PROTO_HTTP1 && server_error(sk, rcv - e->rcv_start);
-  end_call(e, st, END_ANSWER, error);
+  end_call(e, 0, END_ANSWER, error);
 }
 
 SEC("tp_btf/inet_sock_set_state")
