@@ -142,8 +142,9 @@ static __always_inline struct hr_dep_sk *decided(struct sock *sk, const struct h
   return st;
 }
 
-/* A free slot among a few from position h, claimed by a plain store (two CPUs claiming one slot at the same instant would share it: the
- * later call's end finds the slot not its own and goes uncounted). Returns
+/* A free slot among a few from position h, claimed by a plain store (two
+ * CPUs claiming one slot at the same instant would share it: the earlier
+ * call's end finds the slot not its own and goes uncounted). Returns
  * 1 + its index, 0 when all are taken (the call is not counted). The slot's
  * time is written last: user space skips a slot whose start_ns is 0. */
 static __always_inline __u32 take_slot(const struct sock *sk, __u32 h, __u32 dep, __u64 now, __u32 rcv,
