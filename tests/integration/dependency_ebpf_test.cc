@@ -359,6 +359,33 @@ TEST(DependencyEbpf, EachRefusedConnectIsAConnectFailureAndAnError) {
   EXPECT_EQ(after.calls.inflight, 0u);
 }
 
+// A connection made before the probe was loaded is decided at its first
+// write, and measured from then on.
+TEST(DependencyEbpf, AConnectionOlderThanTheProbeIsMeasuredFromItsFirstWrite) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "line"});
+  ASSERT_NE(server.port, 0);
+  int fd = -1;
+  ASSERT_EQ(connect_to(server.port, false, fd), 0);
+  OPEN_PROBE(probe, std::vector{spec(server.port, 10ms, 100ms, DependencyProtocol::generic)});
+  const auto before = snap(probe).dependencies.at(0);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(::write(fd, "0\n", 2), 2);
+    std::string answer;
+    char buf[16];
+    while (!answer.ends_with("\n")) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      ASSERT_GT(n, 0);
+      answer.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  const auto after = snap(probe).dependencies.at(0);
+  ::close(fd);
+  EXPECT_EQ(after.calls.stats.completed - before.calls.stats.completed, 100u);
+  EXPECT_EQ(after.calls.inflight, 0u);
+}
+
 // Refused connects to (address, port) pairs that share ports: each counts for
 // the dependency its peer address names, IPv6 and IPv4 alike; an IPv6 socket
 // to an IPv4-mapped address is the IPv4 peer.
