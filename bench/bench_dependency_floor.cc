@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: Apache-2.0
+// bench_dependency_floor: what the eBPF dependency probe costs an outbound
+// call, as a ratio to the floor: empty programs (bench/floor.bpf.c) on the
+// three tracepoints the probe attaches (inet_sock_set_state,
+// tcp_sendmsg_locked, sk_data_ready).
+//
+// One thread does exchanges over loopback TCP connections it owns both ends
+// of (blocking, TCP_NODELAY): the client writes "PING\r\n", the server reads
+// it and writes "+PONG\r\n", the client reads that. Two connections: one to
+// the port the dependency names (traced: the probe times every exchange),
+// one to another port (untraced: its programs only look up the port). Each
+// cycle runs a slice of --slice exchanges per (variant, connection), the
+// variants in an order rotated every cycle:
+//   none     nothing attached
+//   floor    the empty programs on the probe's three hooks
+//   floor4   the same and sock_recv_length: the endpoint socket set's
+//            floor (bench_ebpf_floor's floor-sockets), for comparison
+//   product  DependencyProbe, opened once, then detached and attached
+// Per slice: CPU ns per exchange (CLOCK_THREAD_CPUTIME_ID; on loopback the
+// receive softirq runs in the sending thread). Per cycle and connection:
+// floor - none, product - none, and their ratio; reported: the medians over
+// cycles with the interquartile range, and for the untraced connection
+// product - floor (what an untraced connection pays beyond the floor).
+// At the end the probe's own count is checked: one completed call per
+// traced exchange while attached, none for the untraced connection.
+//
+//   bench_dependency_floor [--cycles N (100)] [--slice N (2000)] [--warmup N (300)]
+//                          [--protocol generic|http1]
+// http1: the exchange is "GET / HTTP/1.1" / "HTTP/1.1 200 OK" and the
+// dependency http1, so each answer's status line is read (arrived.bpf.h).
+// Needs root and a kernel with BTF and the socket tracepoints (6.11+).
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "probes/dependency_probe.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wold-style-cast"
+#pragma GCC diagnostic ignored "-Wconversion"
+#pragma GCC diagnostic ignored "-Wpedantic"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include "floor.skel.h"
+#pragma GCC diagnostic pop
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "bench_dependency_floor: %s\n", what.c_str());
+  std::exit(2);
+}
+
+int64_t thread_cpu_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+int64_t mono_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// A loopback connection this thread owns both ends of.
+struct Pair {
+  int listener = -1, client = -1, server = -1;
+  uint16_t port = 0;
+
+  Pair() {
+    listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listener, 4) != 0 ||
+        ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      fail(std::string("cannot listen on loopback: ") + std::strerror(errno));
+    port = ntohs(a.sin_port);
+  }
+  // Connected after the probe is open, so the connect is seen.
+  void connect() {
+    client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    if (::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      fail(std::string("cannot connect: ") + std::strerror(errno));
+    server = ::accept(listener, nullptr, nullptr);
+    const int one = 1;
+    ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  std::string_view kPing = "PING\r\n", kPong = "+PONG\r\n";
+  void exchange() {
+    char buf[128];
+    if (::write(client, kPing.data(), kPing.size()) != static_cast<ssize_t>(kPing.size()) ||
+        ::read(server, buf, sizeof buf) <= 0 ||
+        ::write(server, kPong.data(), kPong.size()) != static_cast<ssize_t>(kPong.size()) ||
+        ::read(client, buf, sizeof buf) <= 0)
+      fail(std::string("exchange failed: ") + std::strerror(errno));
+  }
+};
+
+struct Quartiles {
+  double q1 = 0, median = 0, q3 = 0;
+};
+
+Quartiles quartiles(std::vector<double> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  auto at = [&](double f) { return v[static_cast<std::size_t>(f * static_cast<double>(v.size() - 1))]; };
+  return {at(0.25), at(0.5), at(0.75)};
+}
+
+void print(const char* what, const Quartiles& q, const char* unit) {
+  std::printf("  %-34s %9.1f %s   (IQR %.1f .. %.1f)\n", what, q.median, unit, q.q1, q.q3);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int cycles = 100, slice = 2000, warmup = 300;
+  bool http1 = false;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string_view a = argv[i];
+    const int v = std::atoi(argv[i + 1]);
+    if (a == "--protocol") {
+      http1 = std::string_view(argv[i + 1]) == "http1";
+      if (!http1 && std::string_view(argv[i + 1]) != "generic") fail("--protocol is http1 or generic");
+      continue;
+    }
+    if (a == "--cycles") cycles = v;
+    else if (a == "--slice") slice = v;
+    else if (a == "--warmup") warmup = v;
+    else fail("unknown option " + std::string(a));
+  }
+  if (cycles < 3 || slice < 1) fail("--cycles must be at least 3 and --slice at least 1");
+
+  Pair traced, untraced;
+  headroom::probes::DependencySpec spec;
+  spec.address = in6_addr{};
+  ::inet_pton(AF_INET6, "::ffff:127.0.0.1", &*spec.address);
+  spec.port = traced.port;
+  spec.target_ns = 10'000'000;
+  spec.max_ns = 100'000'000;
+  spec.protocol = http1 ? headroom::probes::DependencyProtocol::http1 : headroom::probes::DependencyProtocol::generic;
+  if (http1)
+    for (Pair* p : {&traced, &untraced}) {
+      p->kPing = "GET / HTTP/1.1\r\nHost: b\r\n\r\n";
+      p->kPong = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    }
+  auto probe = headroom::probes::DependencyProbe::open({spec}, {});
+  if (!probe) fail(probe.error().message);
+  traced.connect();
+  untraced.connect();
+  (*probe)->detach();
+
+  floor_bpf* floor = floor_bpf__open();
+  if (floor == nullptr) fail("cannot open the floor's BPF object");
+  const char* const kFloorProgs[] = {"floor_inet_sock_set_state", "floor_tcp_sendmsg_locked", "floor_sk_data_ready",
+                                     "floor_sock_recv_length"};
+  for (bpf_program* p = bpf_object__next_program(floor->obj, nullptr); p != nullptr;
+       p = bpf_object__next_program(floor->obj, p))
+    bpf_program__set_autoload(p, std::any_of(std::begin(kFloorProgs), std::end(kFloorProgs), [&](const char* n) {
+                                return std::string_view(bpf_program__name(p)) == n;
+                              }));
+  if (const int err = floor_bpf__load(floor); err != 0) fail(std::string("cannot load the floor: ") + std::strerror(-err));
+  std::vector<bpf_link*> links;
+
+  enum { kNone, kFloor, kFloor4, kProduct, kVariants };
+  auto attach = [&](int v) {
+    if (v == kFloor || v == kFloor4)
+      for (const char* n : kFloorProgs) {
+        if (v == kFloor && std::string_view(n) == "floor_sock_recv_length") continue;
+        bpf_link* l = bpf_program__attach(bpf_object__find_program_by_name(floor->obj, n));
+        if (l == nullptr) fail(std::string("cannot attach ") + n);
+        links.push_back(l);
+      }
+    if (v == kProduct)
+      if (auto r = (*probe)->attach(); !r) fail(r.error().message);
+  };
+  auto detach = [&](int v) {
+    for (bpf_link* l : links) bpf_link__destroy(l);
+    links.clear();
+    if (v == kProduct) (*probe)->detach();
+  };
+  auto run = [&](Pair& p, int n) {
+    const int64_t t0 = thread_cpu_ns();
+    for (int i = 0; i < n; ++i) p.exchange();
+    return static_cast<double>(thread_cpu_ns() - t0) / n;
+  };
+  for (Pair* p : {&traced, &untraced}) (void)run(*p, warmup);
+
+  // cost[connection][variant] per cycle
+  std::vector<double> cost[2][kVariants];
+  uint64_t traced_attached = 0;
+  headroom::probes::DependencySnapshot snap;
+  if (auto r = (*probe)->read(snap, mono_ns()); !r) fail(r.error().message);
+  const uint64_t completed0 = snap.dependencies[0].calls.stats.completed;
+  for (int c = 0; c < cycles; ++c) {
+    for (int k = 0; k < kVariants; ++k) {
+      const int v = (k + c) % kVariants;
+      attach(v);
+      cost[0][v].push_back(run(traced, slice));
+      cost[1][v].push_back(run(untraced, slice));
+      detach(v);
+      if (v == kProduct) traced_attached += static_cast<uint64_t>(slice);
+    }
+  }
+  if (auto r = (*probe)->read(snap, mono_ns()); !r) fail(r.error().message);
+  const uint64_t counted = snap.dependencies[0].calls.stats.completed - completed0;
+
+  const char* const conn_names[2] = {"traced connection (the dependency)", "untraced connection (another port)"};
+  std::printf("bench_dependency_floor: %s, %d cycles x %d exchanges per slice, CPU ns per exchange\n",
+              http1 ? "http1" : "generic", cycles, slice);
+  for (int conn = 0; conn < 2; ++conn) {
+    std::vector<double> floor_d, floor4_d, product_d, ratio, ratio4, beyond;
+    for (int c = 0; c < cycles; ++c) {
+      const double none = cost[conn][kNone][static_cast<std::size_t>(c)];
+      const double f = cost[conn][kFloor][static_cast<std::size_t>(c)] - none;
+      const double p = cost[conn][kProduct][static_cast<std::size_t>(c)] - none;
+      const double f4 = cost[conn][kFloor4][static_cast<std::size_t>(c)] - none;
+      floor4_d.push_back(f4);
+      if (f4 > 0) ratio4.push_back(p / f4);
+      floor_d.push_back(f);
+      product_d.push_back(p);
+      beyond.push_back(p - f);
+      if (f > 0) ratio.push_back(p / f);
+    }
+    std::printf("%s:\n", conn_names[conn]);
+    print("none", quartiles(cost[conn][kNone]), "ns");
+    print("floor - none", quartiles(floor_d), "ns");
+    print("product - none", quartiles(product_d), "ns");
+    print("product - floor", quartiles(beyond), "ns");
+    print("(product - none) / (floor - none)", quartiles(ratio), "x");
+    print("floor4 - none", quartiles(floor4_d), "ns");
+    print("(product - none) / (floor4 - none)", quartiles(ratio4), "x");
+    std::printf("  cycles with a ratio: %zu of %d\n", ratio.size(), cycles);
+  }
+  std::printf("calls counted while attached: %llu of %llu traced exchanges\n",
+              static_cast<unsigned long long>(counted), static_cast<unsigned long long>(traced_attached));
+  floor_bpf__destroy(floor);
+  if (counted != traced_attached) fail("the probe did not count one call per traced exchange");
+
+  // What read() costs the agent each interval: without callers (counters
+  // and the slots), and with a caller rule (plus the scan of /proc).
+  auto read_cost = [&](headroom::probes::DependencyProbe& p) {
+    std::vector<double> us;
+    for (int i = 0; i < 50; ++i) {
+      const int64_t t0 = mono_ns();
+      if (auto r = p.read(snap, mono_ns()); !r) fail(r.error().message);
+      us.push_back(static_cast<double>(mono_ns() - t0) / 1e3);
+    }
+    return quartiles(us);
+  };
+  spec.caller_process = "bench_dependenc";  // this process (comm keeps 15 bytes)
+  spec.port = static_cast<uint16_t>(traced.port + 1 == 0 ? 1 : traced.port + 1);
+  auto with_callers = headroom::probes::DependencyProbe::open({spec}, {});
+  if (!with_callers) fail(with_callers.error().message);
+  std::size_t procs = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc"))
+    procs += std::isdigit(static_cast<unsigned char>(e.path().filename().string()[0])) ? 1 : 0;
+  std::printf("read() wall time per call (50 reads):\n");
+  print("without callers", read_cost(**probe), "us");
+  print(("with caller_process, " + std::to_string(procs) + " processes").c_str(), read_cost(**with_callers), "us");
+  return 0;
+}

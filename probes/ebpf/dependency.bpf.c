@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* Outbound calls to the dependencies (docs/dependencies.md), measured on the
+ * calling side's sockets with the socket tracepoints only (kernel 6.11+):
+ *   inet_sock_set_state  CLOSE -> SYN_SENT, in the connecting task: whether
+ *                        the connection is traced (its peer is a
+ *                        dependency's, its process a caller), kept in the
+ *                        socket's storage; the connect is a call in flight
+ *                        until it is established, and a connect failure if
+ *                        it closes first; a close or reset with a call in
+ *                        flight ends it as a reset
+ *   tcp_sendmsg_locked   the client writes: a call starts when none is in
+ *                        flight (a connection older than the probe is
+ *                        decided here, in the writer's task)
+ *   sk_data_ready        answer bytes arrive: the call in flight ends
+ * Every hook first loads the port's entry of a global array indexed by the
+ * remote port: that load is all an untraced connection pays. Calls in flight
+ * sit in slots of an array user space maps and reads in place, so a call
+ * that never ends (a stopped or black-holed dependency) is seen aging. */
+#include "vmlinux.h"
+
+#include "arch.h" /* before bpf_tracing.h: the target architecture */
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "dependency_abi.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define AF_INET 2
+#define AF_INET6 10
+
+/* Filled by the loader between load and attach: no program runs on a
+ * half-configured probe. */
+__u16 dep_port_slot[65536] = {};
+struct hr_dep_port dep_port_cfg[HR_DEP_MAX_PORTS] = {};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, HR_MAX_DEPS);
+  __type(key, __u32);
+  __type(value, struct hr_dep);
+} deps SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, HR_MAX_DEPS);
+  __type(key, __u32);
+  __type(value, struct hr_dep_stats);
+} dep_stats SEC(".maps");
+
+/* Renewed by user space from /proc at each read (caller_process,
+ * caller_cgroup); looked up once per connection, at its decision. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, HR_DEP_MAX_CALLERS);
+  __type(key, struct hr_dep_caller);
+  __type(value, __u8);
+} callers SEC(".maps");
+
+/* Socket-local storage: freed with the socket, and cheaper per event than
+ * a hash keyed by the socket pointer. */
+struct {
+  __uint(type, BPF_MAP_TYPE_SK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, struct hr_dep_sk);
+} conns SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, HR_DEP_SLOTS);
+  __type(key, __u32);
+  __type(value, struct hr_dep_call);
+} calls SEC(".maps");
+
+/* bpf_rdonly_cast (a typed, read-only view of a kernel object, 6.2+: plain
+ * loads) and arrived_bytes (where the bytes that just came are). */
+#include "arrived.bpf.h"
+
+static __always_inline __u32 rcv_nxt(const struct sock *sk) {
+  const struct tcp_sock *tp = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
+  return tp->rcv_nxt;
+}
+
+/* The port's dependencies, or 0. dport: skc_dport, network byte order. */
+static __always_inline const struct hr_dep_port *port_config(__u16 dport) {
+  __u32 slot = dep_port_slot[dport];
+  if (!slot) return 0;
+  return &dep_port_cfg[(slot - 1) & (HR_DEP_MAX_PORTS - 1)];
+}
+
+/* Which dependency the socket's peer is: an (address, port) entry, else the
+ * port's any-host one. */
+static __always_inline __u32 dep_of(const struct sock *sk, const struct hr_dep_port *pc) {
+  const __u32 n = pc->n_addrs;
+  if (n == 0) return pc->any_dep;
+  __u32 a0, a1, a2, a3;
+  if (sk->__sk_common.skc_family == AF_INET) {
+    a0 = 0;
+    a1 = 0;
+    a2 = bpf_htonl(0xffff);
+    a3 = sk->__sk_common.skc_daddr;
+  } else {
+    a0 = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[0];
+    a1 = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[1];
+    a2 = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[2];
+    a3 = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[3];
+  }
+  for (__u32 i = 0; i < HR_DEP_ADDRS_PER_PORT; i++) {
+    if (i >= n) break;
+    const __u32 *x = pc->addrs[i];
+    if (x[0] == a0 && x[1] == a1 && x[2] == a2 && x[3] == a3) return pc->deps[i];
+  }
+  return pc->any_dep;
+}
+
+/* Takes the decision for a connection that has none yet, in the task that
+ * connects or writes: traced when its peer is a dependency's and, for a
+ * dependency with callers, the task's process is one of them (a process
+ * that is not leaves it undecided). */
+static __always_inline struct hr_dep_sk *decided(struct sock *sk, const struct hr_dep_port *pc) {
+  struct hr_dep_sk *st = bpf_sk_storage_get(&conns, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+  if (!st || st->dep != HR_DEP_UNDECIDED) return st;
+  __u32 dep = dep_of(sk, pc);
+  st->dep = HR_DEP_UNTRACED;
+  const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
+  if (!d) return st;
+  if (d->callers) {
+    /* Not a caller (yet): undecided, so that each write asks again and a
+     * process user space learns of later counts from then on. */
+    struct hr_dep_caller k = {.dep = dep, .tgid = bpf_get_current_pid_tgid() >> 32};
+    if (!bpf_map_lookup_elem(&callers, &k)) {
+      st->dep = HR_DEP_UNDECIDED;
+      return st;
+    }
+  }
+  st->dep = dep + 1;
+  return st;
+}
+
+/* A free slot among a few from position h, claimed by a plain store (two
+ * CPUs claiming one slot at the same instant would share it: the earlier
+ * call's end finds the slot not its own and goes uncounted). Returns
+ * 1 + its index, 0 when all are taken (the call is not counted). The slot's
+ * time is written last: user space skips a slot whose start_ns is 0. */
+static __always_inline __u32 take_slot(const struct sock *sk, __u32 h, __u32 dep, __u64 now, __u32 rcv,
+                                       __u32 flags) {
+  const __u64 key = (__u64)sk;
+  for (int i = 0; i < HR_DEP_SLOT_TRIES; i++) {
+    __u32 idx = (h + i) & (HR_DEP_SLOTS - 1);
+    struct hr_dep_call *e = bpf_map_lookup_elem(&calls, &idx);
+    if (!e) break;
+    if (e->sk != 0) continue;
+    e->sk = key;
+    e->dep = dep;
+    e->rcv_start = rcv;
+    e->flags = flags;
+    barrier();
+    e->start_ns = now;
+    return idx + 1;
+  }
+  return 0;
+}
+
+/* Where a connection's calls go: a call (not a connect) from the socket's
+ * own hash (skc_hash, set once it is connected: a plain load), so the
+ * answer's arrival finds it again without the socket's storage; a connect
+ * (no hash yet) from a random position, kept in the socket's storage. The
+ * verifier allows no arithmetic on the socket pointer itself. */
+static __always_inline __u32 call_position(const struct sock *sk) {
+  return sk->__sk_common.skc_hash * 0x9E3779B1u;
+}
+
+/* The call in flight of a connected socket, found from its position. */
+static __always_inline struct hr_dep_call *find_call(const struct sock *sk) {
+  const __u32 h = call_position(sk);
+  for (int i = 0; i < HR_DEP_SLOT_TRIES; i++) {
+    __u32 idx = (h + i) & (HR_DEP_SLOTS - 1);
+    struct hr_dep_call *e = bpf_map_lookup_elem(&calls, &idx);
+    if (!e) break;
+    if (e->sk == (__u64)sk) return e;
+  }
+  return 0;
+}
+
+/* The connection's call in flight, or 0 (and the storage's slot cleared
+ * when the slot is no longer its own: the answer freed it). */
+static __always_inline struct hr_dep_call *call_of(const struct sock *sk, struct hr_dep_sk *st) {
+  __u32 idx = st->slot - 1;
+  struct hr_dep_call *e = bpf_map_lookup_elem(&calls, &idx);
+  if (!e || e->sk != (__u64)sk) {
+    st->slot = 0;
+    return 0;
+  }
+  return e;
+}
+
+static __always_inline void free_call(struct hr_dep_call *e, struct hr_dep_sk *st) {
+  e->start_ns = 0;
+  barrier();
+  e->sk = 0;
+  if (st) st->slot = 0;
+}
+
+#define END_ANSWER 0  /* answer bytes arrived */
+#define END_CONNECT 1 /* the connect failed */
+#define END_RESET 2   /* reset or closed with the call in flight */
+
+static __always_inline void count_end(__u32 dep, __u64 latency, int how, int error) {
+  const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
+  struct hr_dep_stats *s = bpf_map_lookup_elem(&dep_stats, &dep);
+  if (!d || !s) return;
+  if (how == END_ANSWER) {
+    s->s.completed++;
+    if (error) s->s.errors++;
+    __u32 b = hr_hist_bucket(latency);
+    barrier_var(b); /* keep the bound check on b itself for the verifier */
+    if (b < HR_HIST_BUCKETS) s->hist.counts[b]++;
+  } else {
+    s->s.aborted++;
+    s->s.errors++;
+    if (how == END_CONNECT) s->connect_failures++;
+    else s->resets++;
+  }
+  s->s.busy_ns += latency;
+  if (latency > d->target_ns) s->s.over_target++;
+  if (latency > d->max_ns) s->s.over_max++;
+}
+
+static __always_inline void end_call(struct hr_dep_call *e, struct hr_dep_sk *st, int how, int error) {
+  const __u64 now = bpf_ktime_get_ns();
+  const __u64 start = e->start_ns;
+  const __u32 dep = e->dep;
+  free_call(e, st);
+  count_end(dep, now > start ? now - start : 0, how, error);
+}
+
+/* HTTP/1: does the answer that began to arrive (its n bytes so far, the
+ * last n that reached sk) start with a 5xx status line? Read only when the
+ * bytes sit in one piece of the socket's last buffer (arrived.bpf.h);
+ * otherwise it is not known, and not counted an error. */
+static __always_inline int server_error(const struct sock *sk, __u32 n) {
+  if (n < 12) return 0;
+  const __u64 at = arrived_bytes(sk, n);
+  char b[12] = {};
+  if (!at || bpf_probe_read_kernel(b, sizeof b, (const void *)at)) return 0;
+  return b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/' && b[8] == ' ' && b[9] == '5';
+}
+
+static __always_inline void dep_state(struct sock *sk, int oldstate, int newstate) {
+  const struct hr_dep_port *pc = port_config(sk->__sk_common.skc_dport);
+  if (!pc) return; /* what other connections pay */
+  if (sk->sk_protocol != IPPROTO_TCP) return;
+  if (newstate == TCP_SYN_SENT) {
+    struct hr_dep_sk *st = decided(sk, pc);
+    if (!st || st->dep == HR_DEP_UNTRACED || st->dep == HR_DEP_UNDECIDED || st->slot) return;
+    st->slot = take_slot(sk, bpf_get_prandom_u32(), st->dep - 1, bpf_ktime_get_ns(), 0, HR_DEP_F_CONNECT);
+    return;
+  }
+  struct hr_dep_sk *st = bpf_sk_storage_get(&conns, sk, 0, 0);
+  if (!st || !st->slot) return;
+  struct hr_dep_call *e = call_of(sk, st);
+  if (!e) return;
+  if (e->flags & HR_DEP_F_CONNECT) {
+    if (newstate == TCP_ESTABLISHED) free_call(e, st); /* connected: calls start at writes */
+    else if (newstate == TCP_CLOSE) end_call(e, st, END_CONNECT, 0);
+    return;
+  }
+  if (newstate == TCP_CLOSE_WAIT) {
+    /* The peer closed. The state changes before the data that came with the
+     * FIN is announced: answer bytes beside the FIN (which takes one
+     * sequence number) were the answer. */
+    end_call(e, st, rcv_nxt(sk) - e->rcv_start > 1 ? END_ANSWER : END_RESET, 0);
+  } else if (newstate == TCP_CLOSE || newstate == TCP_FIN_WAIT1) {
+    end_call(e, st, END_RESET, 0); /* reset, or the client gave up on it */
+  }
+}
+
+static __always_inline void dep_write(struct sock *sk) {
+  const struct hr_dep_port *pc = port_config(sk->__sk_common.skc_dport);
+  if (!pc) return;
+  struct hr_dep_sk *st = decided(sk, pc); /* a connection older than the probe: decided now */
+  if (!st || st->dep == HR_DEP_UNTRACED || st->dep == HR_DEP_UNDECIDED) return;
+  if (st->slot && call_of(sk, st)) return; /* the rest of the request */
+  if (sk->__sk_common.skc_state != TCP_ESTABLISHED) return;
+  st->slot = take_slot(sk, call_position(sk), st->dep - 1, bpf_ktime_get_ns(), rcv_nxt(sk), 0);
+}
+
+static __always_inline void dep_arrival(struct sock *sk) {
+  const struct hr_dep_port *pc = port_config(sk->__sk_common.skc_dport);
+  if (!pc) return;
+  if (sk->sk_protocol != IPPROTO_TCP || sk->__sk_common.skc_state != TCP_ESTABLISHED) return;
+  struct hr_dep_call *e = find_call(sk); /* the storage's slot goes stale: the next write sees it */
+  if (!e) return;
+  const __u32 rcv = rcv_nxt(sk);
+  if ((e->flags & HR_DEP_F_CONNECT) || rcv == e->rcv_start) return;
+  const __u32 dep = e->dep;
+  const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
+  const int error = d && d->proto == HR_DEP_PROTO_HTTP1 && server_error(sk, rcv - e->rcv_start);
+  end_call(e, 0, END_ANSWER, error);
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(hr_dep_set_state, struct sock *sk, int oldstate, int newstate) {
+  dep_state(sk, oldstate, newstate);
+  return 0;
+}
+
+SEC("tp_btf/tcp_sendmsg_locked")
+int BPF_PROG(hr_dep_write, struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb, int size_goal) {
+  dep_write(sk);
+  return 0;
+}
+
+SEC("tp_btf/sk_data_ready")
+int BPF_PROG(hr_dep_arrival, struct sock *sk) {
+  dep_arrival(sk);
+  return 0;
+}

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* What the eBPF dependency programs (dependency.bpf.c) and headroomd share:
+ * the remote ports and addresses that name the dependencies, their SLOs,
+ * counters and calls in flight. The counters and the histogram are the
+ * endpoint probe's (endpoint_abi.h), so one summing and one percentile code
+ * serve both. */
+#ifndef HEADROOM_PROBES_EBPF_DEPENDENCY_ABI_H
+#define HEADROOM_PROBES_EBPF_DEPENDENCY_ABI_H
+
+#include "endpoint_abi.h"
+
+#define HR_MAX_DEPS 256              /* dependency indexes 0..255 */
+#define HR_DEP_MAX_PORTS 256         /* remote ports with a dependency */
+#define HR_DEP_ADDRS_PER_PORT 16     /* (address, port) dependencies on one port */
+#define HR_DEP_SLOTS 16384           /* calls in flight, connects included */
+#define HR_DEP_SLOT_TRIES 8          /* slots looked at from a connection's position */
+#define HR_DEP_MAX_CALLERS 65536     /* (dependency, process) pairs allowed */
+#define HR_NO_DEP 0xffffffffu
+
+/* dep_port_slot[remote port, network byte order] is 0 for a port no
+ * dependency lives on, else 1 + an index into dep_port_cfg: one load is all
+ * an untraced connection pays. Indexed by the socket's skc_dport as it is,
+ * so no byte swap either. */
+struct hr_dep_port {
+  __u32 any_dep;                               /* the dependency of any host on this port, or HR_NO_DEP */
+  __u32 n_addrs;                               /* entries used below */
+  __u32 deps[HR_DEP_ADDRS_PER_PORT];           /* dependency of addrs[i] */
+  __u32 addrs[HR_DEP_ADDRS_PER_PORT][4];       /* IPv6 address (IPv4 as ::ffff:a.b.c.d), network byte order */
+};
+
+#define HR_DEP_PROTO_HTTP1 0
+#define HR_DEP_PROTO_GENERIC 1
+
+/* deps array: index -> how its calls are judged. */
+struct hr_dep {
+  __u64 target_ns;
+  __u64 max_ns;
+  __u32 proto;   /* HR_DEP_PROTO_* */
+  __u32 callers; /* 1: only the processes in the callers map count; 0: every process */
+};
+
+/* dep_stats per-CPU array: index -> counters since load (user space sums the
+ * CPUs and takes differences). s.aborted and s.errors include the two below. */
+struct hr_dep_stats {
+  struct hr_stats s;
+  __u64 connect_failures; /* SYN_SENT -> CLOSE: refused, timed out, abandoned */
+  __u64 resets;           /* calls ended by a reset or a close */
+  struct hr_hist hist;    /* completed calls */
+};
+
+/* callers hash: (dependency, tgid) -> 1, for dependencies with callers. */
+struct hr_dep_caller {
+  __u32 dep;
+  __u32 tgid;
+};
+
+/* Per connection, in the socket's local storage: the decision, taken once
+ * (at connect, or for a connection older than the probe at its first
+ * write), and the slot of its call in flight. */
+#define HR_DEP_UNDECIDED 0
+#define HR_DEP_UNTRACED 0xffffffffu
+struct hr_dep_sk {
+  __u32 dep;  /* HR_DEP_UNDECIDED, HR_DEP_UNTRACED or 1 + dependency index */
+  __u32 slot; /* 1 + index into calls while a call is in flight, else 0 */
+};
+
+/* calls array (memory-mapped by user space): one slot per call in flight.
+ * A slot is taken by a compare-and-swap of sk from 0 and freed by storing
+ * 0 there; user space reads the slots in place each interval. */
+#define HR_DEP_F_CONNECT 1 /* the connect itself, in progress (SYN_SENT) */
+struct hr_dep_call {
+  __u64 sk;       /* struct sock * of the connection; 0: free */
+  __u64 start_ns; /* bpf_ktime_get_ns() at the write (or the connect) that began it */
+  __u32 dep;      /* dependency index */
+  __u32 rcv_start; /* the socket's rcv_nxt when the call began: answer bytes move it */
+  __u32 flags;    /* HR_DEP_F_* */
+  __u32 pad;
+};
+
+#endif

@@ -1,0 +1,607 @@
+// SPDX-License-Identifier: Apache-2.0
+// The eBPF dependency probe (probes/dependency_probe.h) on the real kernel:
+// real clients (hr-test-load, and sockets of this process) call real servers
+// (hr-test-server, listeners of this process), and what the probe counts on
+// the calling side is compared with what the clients measured.
+//
+// The probe times a call from the client's write to the first answer bytes
+// reaching the client's socket; the client from its send to its last read.
+// On loopback the two differ by microseconds: the thresholds below sit far
+// from the servers' delays, so both sides put each call on the same side.
+//
+// Needs root (eBPF) and a kernel with BTF and the socket tracepoints (6.11+);
+// without them every test skips, saying so.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "probes/dependency_probe.h"
+#include "probes/endpoint_probe.h"
+#include "process.h"
+#include "temp_dir.h"
+#include "test_server.h"
+
+namespace headroom {
+namespace {
+
+using namespace std::chrono_literals;
+using probes::DependencyProbe;
+using probes::DependencyProtocol;
+using probes::DependencySnapshot;
+using probes::DependencySpec;
+using probes::DependencyTotals;
+using testing::Process;
+using testing::start_test_server;
+using testing::TempDir;
+
+#define REQUIRE_EBPF()                                                                                           \
+  do {                                                                                                           \
+    if (::geteuid() != 0)                                                                                        \
+      GTEST_SKIP() << "SKIPPED: loading eBPF programs needs root; run the integration tier as root (CI does)"; \
+    if (!std::filesystem::exists("/sys/kernel/btf/vmlinux"))                                                     \
+      GTEST_SKIP() << "SKIPPED: the kernel has no BTF (/sys/kernel/btf/vmlinux)";                                \
+  } while (0)
+
+int64_t now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+in6_addr loopback_v4() {
+  in6_addr a{};
+  ::inet_pton(AF_INET6, "::ffff:127.0.0.1", &a);
+  return a;
+}
+
+DependencySpec spec(uint16_t port, std::chrono::milliseconds target, std::chrono::milliseconds max,
+                    DependencyProtocol protocol = DependencyProtocol::http1) {
+  DependencySpec s;
+  s.address = loopback_v4();
+  s.port = port;
+  s.target_ns = static_cast<uint64_t>(std::chrono::nanoseconds(target).count());
+  s.max_ns = static_cast<uint64_t>(std::chrono::nanoseconds(max).count());
+  s.protocol = protocol;
+  return s;
+}
+
+// Opens the probe, or skips when the kernel lacks what it needs (the error
+// names it) and fails on any other error.
+#define OPEN_PROBE(var, specs)                                                                         \
+  auto var##_opened = DependencyProbe::open(specs, {});                                                \
+  if (!var##_opened && var##_opened.error().code == ENOTSUP &&                                         \
+      var##_opened.error().message.find("Linux 6.11") != std::string::npos)                          \
+    GTEST_SKIP() << "SKIPPED: " << var##_opened.error().message;                                     \
+  ASSERT_TRUE(var##_opened) << var##_opened.error().message;                                         \
+  DependencyProbe& var = **var##_opened
+
+DependencySnapshot snap(DependencyProbe& p) {
+  DependencySnapshot s;
+  auto r = p.read(s, now_ns());
+  EXPECT_TRUE(r) << r.error().message;
+  return s;
+}
+
+// hr-test-load's one-line JSON report.
+struct Load {
+  std::string json;
+  double requests = -1, errors = -1, over = std::nan("");
+};
+
+double json_number(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(json.c_str() + at + key.size() + 3, nullptr);
+}
+
+Load finish(Process& load) {
+  EXPECT_EQ(load.wait(60s), std::optional<int>(0)) << load.out() << load.err();
+  Load l;
+  const auto out = load.out();
+  const auto brace = out.find('{');
+  if (brace == std::string::npos) {
+    ADD_FAILURE() << "hr-test-load printed no report: " << out << load.err();
+    return l;
+  }
+  l.json = out.substr(brace, out.find('\n', brace) - brace);
+  l.requests = json_number(l.json, "requests");
+  l.errors = json_number(l.json, "errors");
+  l.over = json_number(l.json, "10ms");
+  return l;
+}
+
+std::vector<std::string> load_args(const std::string& binary, uint16_t port, std::vector<std::string> more) {
+  more.insert(more.begin(), {binary, "--port", std::to_string(port)});
+  return more;
+}
+
+// Runs the client to its end, renewing the probe's callers as the agent does
+// each interval (every 20 ms here: a caller started after a renewal is
+// missed until the next).
+Load run_reading(DependencyProbe& probe, Process& load) {
+  while (load.running()) {
+    (void)snap(probe);
+    std::this_thread::sleep_for(20ms);
+  }
+  return finish(load);
+}
+
+uint64_t ended(const DependencyTotals& t) { return t.calls.stats.completed + t.calls.stats.aborted; }
+
+// Accuracy against the client: 20 % of the calls are slow (20 ms, over the
+// 10 ms target), the others fast (1 ms).
+void expect_matches_client(DependencyProbe& probe, const TempDir& dir, uint16_t port, std::vector<std::string> args) {
+  const auto before = snap(probe).dependencies.at(0);
+  Process load(load_args(HR_TEST_LOAD_PATH, port, std::move(args)), dir);
+  const auto client = finish(load);
+  const auto after = snap(probe).dependencies.at(0);
+  const double completed = static_cast<double>(after.calls.stats.completed - before.calls.stats.completed);
+  const double over = static_cast<double>(after.calls.stats.over_target - before.calls.stats.over_target);
+  std::cout << "[ accuracy ] client " << client.json << "\n[ accuracy ] probe completed " << completed
+            << " over target " << over << " errors " << after.calls.stats.errors - before.calls.stats.errors << "\n";
+  ASSERT_GT(client.requests, 500) << client.json;
+  EXPECT_EQ(client.errors, 0) << client.json;
+  EXPECT_NEAR(completed, client.requests, 0.1 * client.requests) << "completed calls vs the client's requests";
+  EXPECT_NEAR(over / completed, client.over, 0.02) << "share over the 10 ms target vs the client's";
+  EXPECT_NEAR(client.over, 0.2, 0.05) << "the servers' slow share is what the test meant";
+  EXPECT_LE(after.calls.stats.errors - before.calls.stats.errors, 4u) << "at most the calls cut off at the end";
+}
+
+TEST(DependencyEbpf, Http1KeepAliveShareAndCountMatchTheClient) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "http", "--delay", "/fast=1ms", "--delay", "/slow=20ms"});
+  ASSERT_NE(server.port, 0);
+  OPEN_PROBE(probe, std::vector{spec(server.port, 10ms, 500ms)});
+  EXPECT_EQ(probe.attach_kind(), "tp_btf sockets");
+  std::vector<std::string> args{"--mode", "http", "--connections", "4", "--duration", "3s", "--over", "10ms"};
+  for (int i = 0; i < 4; ++i) args.insert(args.end(), {"--path", "/fast"});
+  args.insert(args.end(), {"--path", "/slow"});
+  expect_matches_client(probe, dir, server.port, args);
+}
+
+// HTTP/1 5xx answers are errors (completed calls too); a 5xx is read from
+// the answer's status line as it reaches the client's socket.
+TEST(DependencyEbpf, Http1ServerErrorsCountAsErrors) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "http", "--status", "/err=503"});
+  ASSERT_NE(server.port, 0);
+  OPEN_PROBE(probe, std::vector{spec(server.port, 10ms, 500ms)});
+  // The programs find arrived bytes in page fragments once they have learnt
+  // where the kernel maps pages (arrived.bpf.h, from partially used slabs of
+  // the socket caches): short runs that open and close connections until an
+  // error is seen, as a node's traffic would.
+  const auto learning = std::chrono::steady_clock::now();
+  for (int run = 0; snap(probe).dependencies.at(0).calls.stats.errors == 0; ++run) {
+    ASSERT_LT(std::chrono::steady_clock::now() - learning, 20s)
+        << "no 503 seen after " << run << " short runs: the programs did not find the arrived bytes";
+    Process warm(load_args(HR_TEST_LOAD_PATH, server.port,
+                           {"--mode", "http", "--connections", "8", "--requests", "40", "--path", "/err"}),
+                 dir);
+    (void)finish(warm);
+  }
+  std::cout << "[ 5xx ] status lines read after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - learning).count()
+            << " ms of warm-up\n";
+  const auto before = snap(probe).dependencies.at(0);
+  std::vector<std::string> args{"--mode", "http", "--connections", "2", "--requests", "2000"};
+  for (int i = 0; i < 4; ++i) args.insert(args.end(), {"--path", "/ok"});
+  args.insert(args.end(), {"--path", "/err"});
+  Process load(load_args(HR_TEST_LOAD_PATH, server.port, args), dir);
+  const auto client = finish(load);
+  const auto after = snap(probe).dependencies.at(0);
+  const auto errors = after.calls.stats.errors - before.calls.stats.errors;
+  const auto completed = after.calls.stats.completed - before.calls.stats.completed;
+  std::cout << "[ 5xx ] client " << client.json << "\n[ 5xx ] probe completed " << completed << " errors " << errors
+            << "\n";
+  ASSERT_EQ(client.requests, 2000) << client.json;
+  // The connections share the request budget, each rotating over the paths
+  // from its own start: about one in five asks for /err.
+  EXPECT_NEAR(client.errors, 400, 10) << "about one in five answered 503: " << client.json;
+  EXPECT_EQ(completed, 2000u);
+  EXPECT_EQ(static_cast<double>(errors), client.errors) << "every 503 the client got, and nothing else";
+  EXPECT_EQ(after.resets - before.resets, 0u);
+}
+
+TEST(DependencyEbpf, GenericLineProtocolShareAndCountMatchTheClient) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "line"});
+  ASSERT_NE(server.port, 0);
+  OPEN_PROBE(probe, std::vector{spec(server.port, 10ms, 500ms, DependencyProtocol::generic)});
+  std::vector<std::string> args{"--mode", "line", "--connections", "4", "--duration", "3s", "--over", "10ms"};
+  for (int i = 0; i < 4; ++i) args.insert(args.end(), {"--line", "1000"});
+  args.insert(args.end(), {"--line", "20000"});
+  expect_matches_client(probe, dir, server.port, args);
+}
+
+// A stopped dependency: its calls stay in flight and age past max, so the
+// share of calls over max in the latest interval (ended ones plus those in
+// flight) reaches 1.0 within max plus a read interval or two.
+TEST(DependencyEbpf, AStoppedDependencyDrivesTheShareOverMaxToOne) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "line"});
+  ASSERT_NE(server.port, 0);
+  OPEN_PROBE(probe, std::vector{spec(server.port, 20ms, 100ms, DependencyProtocol::generic)});
+  Process load(load_args(HR_TEST_LOAD_PATH, server.port,
+                         {"--mode", "line", "--connections", "4", "--duration", "4s", "--line", "500"}),
+               dir);
+  std::this_thread::sleep_for(1s);
+  testing::ContinueAtExit resume{server.proc->pid()};
+  auto prev = snap(probe).dependencies.at(0);
+  ASSERT_GT(prev.calls.stats.completed, 100u) << "calls before the stop";
+  server.proc->signal(SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  double share = 0;
+  uint64_t inflight = 0;
+  while (std::chrono::steady_clock::now() - stopped < 2s) {
+    std::this_thread::sleep_for(100ms);
+    const auto cur = snap(probe).dependencies.at(0);
+    const double over = static_cast<double>(cur.calls.stats.over_max - prev.calls.stats.over_max +
+                                            cur.calls.inflight_over_max);
+    const double all = static_cast<double>(ended(cur) - ended(prev) + cur.calls.inflight);
+    prev = cur;
+    share = all > 0 ? over / all : 0;
+    inflight = cur.calls.inflight;
+    if (share >= 1.0) break;
+  }
+  const auto took = std::chrono::steady_clock::now() - stopped;
+  std::cout << "[ stopped ] share over max " << share << " after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms, in flight " << inflight
+            << "\n";
+  EXPECT_EQ(share, 1.0);
+  EXPECT_EQ(inflight, 4u) << "one call in flight per connection";
+  EXPECT_LE(took, 100ms + 2 * 100ms + 200ms) << "max + two read intervals (+ slack for a busy machine)";
+  server.proc->signal(SIGCONT);
+  (void)finish(load);
+}
+
+// A free port: bound, then closed, so nothing listens there.
+uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    return 0;
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Connects to 127.0.0.1:port; blocking: 0 or the errno, nonblocking: the fd.
+int connect_to(uint16_t port, bool nonblocking, int& fd) {
+  fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  return ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? 0 : errno;
+}
+
+// Debian's redis-server, called by one connection of this process: every
+// 5th command is DEBUG SLEEP 0.02 (20 ms, over the 10 ms target), the others
+// PING. DEBUG SLEEP stops the whole server; with one connection that delays
+// this connection's call alone. The client times each command itself.
+TEST(DependencyEbpf, RedisShareAndCountMatchTheClient) {
+  REQUIRE_EBPF();
+  const char* const redis_server = "/usr/bin/redis-server";
+  if (!std::filesystem::exists(redis_server)) {
+    if (std::getenv("CI") != nullptr) FAIL() << "redis-server is missing: apt-get install redis-server";
+    GTEST_SKIP() << "SKIPPED: redis-server is missing (Debian package redis-server)";
+  }
+  TempDir dir(testing::tmpfs_base());
+  const uint16_t port = free_port();
+  ASSERT_NE(port, 0);
+  OPEN_PROBE(probe, std::vector{spec(port, 10ms, 500ms, DependencyProtocol::generic)});
+  Process redis({redis_server, "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                 "no", "--enable-debug-command", "yes", "--dir", dir.path()},
+                dir);
+  int fd = -1;
+  ASSERT_TRUE(testing::eventually([&] {
+    if (connect_to(port, false, fd) == 0) return true;
+    ::close(fd);
+    return false;
+  })) << "redis-server did not listen: " << redis.err();
+  const auto before = snap(probe).dependencies.at(0);
+  int calls = 0, slow = 0;
+  const auto end = std::chrono::steady_clock::now() + 3s;
+  for (; std::chrono::steady_clock::now() < end; ++calls) {
+    const std::string cmd = calls % 5 == 4 ? "DEBUG SLEEP 0.02\r\n" : "PING\r\n";
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(::write(fd, cmd.data(), cmd.size()), static_cast<ssize_t>(cmd.size()));
+    std::string answer;
+    char buf[64];
+    while (!answer.ends_with("\r\n")) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      ASSERT_GT(n, 0) << "redis-server closed the connection";
+      answer.append(buf, static_cast<std::size_t>(n));
+    }
+    ASSERT_EQ(answer[0], '+') << answer;
+    if (std::chrono::steady_clock::now() - t0 > 10ms) ++slow;
+  }
+  const auto after = snap(probe).dependencies.at(0);
+  ::close(fd);
+  const double completed = static_cast<double>(after.calls.stats.completed - before.calls.stats.completed);
+  const double over = static_cast<double>(after.calls.stats.over_target - before.calls.stats.over_target);
+  const double share = static_cast<double>(slow) / calls;
+  std::cout << "[ redis ] client calls " << calls << " over 10 ms " << share << "; probe completed " << completed
+            << " over " << over / completed << "\n";
+  ASSERT_GT(calls, 300);
+  EXPECT_NEAR(completed, calls, 0.1 * calls);
+  EXPECT_NEAR(over / completed, share, 0.02);
+  EXPECT_NEAR(share, 0.2, 0.05);
+  EXPECT_EQ(after.calls.stats.errors, before.calls.stats.errors);
+}
+
+TEST(DependencyEbpf, EachRefusedConnectIsAConnectFailureAndAnError) {
+  REQUIRE_EBPF();
+  const uint16_t port = free_port();
+  ASSERT_NE(port, 0);
+  OPEN_PROBE(probe, std::vector{spec(port, 10ms, 100ms, DependencyProtocol::generic)});
+  const auto before = snap(probe).dependencies.at(0);
+  for (int i = 0; i < 5; ++i) {
+    int fd = -1;
+    EXPECT_EQ(connect_to(port, false, fd), ECONNREFUSED);
+    ::close(fd);
+  }
+  const auto after = snap(probe).dependencies.at(0);
+  EXPECT_EQ(after.connect_failures - before.connect_failures, 5u);
+  EXPECT_EQ(after.calls.stats.errors - before.calls.stats.errors, 5u);
+  EXPECT_EQ(after.calls.stats.aborted - before.calls.stats.aborted, 5u);
+  EXPECT_EQ(after.calls.stats.completed - before.calls.stats.completed, 0u);
+  EXPECT_EQ(after.resets - before.resets, 0u);
+  EXPECT_EQ(after.calls.inflight, 0u);
+}
+
+// A connection made before the probe was loaded is decided at its first
+// write, and measured from then on.
+TEST(DependencyEbpf, AConnectionOlderThanTheProbeIsMeasuredFromItsFirstWrite) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "line"});
+  ASSERT_NE(server.port, 0);
+  int fd = -1;
+  ASSERT_EQ(connect_to(server.port, false, fd), 0);
+  OPEN_PROBE(probe, std::vector{spec(server.port, 10ms, 100ms, DependencyProtocol::generic)});
+  const auto before = snap(probe).dependencies.at(0);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(::write(fd, "0\n", 2), 2);
+    std::string answer;
+    char buf[16];
+    while (!answer.ends_with("\n")) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      ASSERT_GT(n, 0);
+      answer.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  const auto after = snap(probe).dependencies.at(0);
+  ::close(fd);
+  EXPECT_EQ(after.calls.stats.completed - before.calls.stats.completed, 100u);
+  EXPECT_EQ(after.calls.inflight, 0u);
+}
+
+// Refused connects to (address, port) pairs that share ports: each counts for
+// the dependency its peer address names, IPv6 and IPv4 alike; an IPv6 socket
+// to an IPv4-mapped address is the IPv4 peer.
+int refused_from(int family, const char* address, uint16_t port) {
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(port);
+    ::inet_pton(AF_INET6, address, &a->sin6_addr);
+    len = sizeof *a;
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(port);
+    ::inet_pton(AF_INET, address, &a->sin_addr);
+    len = sizeof *a;
+  }
+  const int err = ::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0 ? 0 : errno;
+  ::close(fd);
+  return err;
+}
+
+TEST(DependencyEbpf, PeersAreMatchedByAddressIpv6AndIpv4Alike) {
+  REQUIRE_EBPF();
+  const uint16_t port = free_port();
+  ASSERT_NE(port, 0);
+  auto v6 = spec(port, 10ms, 100ms, DependencyProtocol::generic);
+  ::inet_pton(AF_INET6, "::1", &*v6.address);
+  auto v4 = spec(port, 10ms, 100ms, DependencyProtocol::generic);  // ::ffff:127.0.0.1
+  auto other = spec(port, 10ms, 100ms, DependencyProtocol::generic);
+  ::inet_pton(AF_INET6, "::ffff:127.0.0.2", &*other.address);
+  OPEN_PROBE(probe, (std::vector{v6, v4, other}));
+  const auto before = snap(probe).dependencies;
+  EXPECT_EQ(refused_from(AF_INET6, "::1", port), ECONNREFUSED);
+  EXPECT_EQ(refused_from(AF_INET6, "::1", port), ECONNREFUSED);
+  EXPECT_EQ(refused_from(AF_INET6, "::ffff:127.0.0.1", port), ECONNREFUSED);
+  EXPECT_EQ(refused_from(AF_INET, "127.0.0.1", port), ECONNREFUSED);
+  EXPECT_EQ(refused_from(AF_INET, "127.0.0.2", port), ECONNREFUSED);
+  EXPECT_EQ(refused_from(AF_INET, "127.0.0.3", port), ECONNREFUSED);  // no dependency names it
+  const auto after = snap(probe).dependencies;
+  EXPECT_EQ(after.at(0).connect_failures - before.at(0).connect_failures, 2u) << "[::1]";
+  EXPECT_EQ(after.at(1).connect_failures - before.at(1).connect_failures, 2u) << "127.0.0.1, from both families";
+  EXPECT_EQ(after.at(2).connect_failures - before.at(2).connect_failures, 1u) << "127.0.0.2";
+}
+
+// A listener that never accepts, its queue full (backlog 0 holds one
+// connection): the next connect's SYNs are dropped. That connect is a call
+// in flight while it waits, and a connect failure when the client gives up.
+TEST(DependencyEbpf, ABlackHoledConnectIsInFlightThenAConnectFailure) {
+  REQUIRE_EBPF();
+  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(lfd, 0), 0);
+  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const uint16_t port = ntohs(a.sin_port);
+  OPEN_PROBE(probe, std::vector{spec(port, 50ms, 200ms, DependencyProtocol::generic)});
+  int queued = -1, held = -1;
+  ASSERT_EQ(connect_to(port, false, queued), 0) << "the one connection the queue holds";
+  const auto before = snap(probe).dependencies.at(0);
+  EXPECT_EQ(before.calls.inflight, 0u) << "an established connection with no call is not in flight";
+  ASSERT_EQ(connect_to(port, true, held), EINPROGRESS);
+  std::this_thread::sleep_for(400ms);
+  const auto waiting = snap(probe).dependencies.at(0);
+  EXPECT_EQ(waiting.calls.inflight, 1u) << "the pending connect";
+  EXPECT_EQ(waiting.calls.inflight_over_max, 1u) << "older than max (200 ms) after 400 ms";
+  EXPECT_EQ(waiting.connect_failures, before.connect_failures);
+  ::close(held);  // the client gives up
+  const auto after = snap(probe).dependencies.at(0);
+  EXPECT_EQ(after.calls.inflight, 0u);
+  EXPECT_EQ(after.connect_failures - before.connect_failures, 1u);
+  EXPECT_EQ(after.calls.stats.aborted - before.calls.stats.aborted, 1u);
+  EXPECT_EQ(after.calls.stats.errors - before.calls.stats.errors, 1u);
+  EXPECT_EQ(after.calls.stats.over_max - before.calls.stats.over_max, 1u) << "its latency: the time it waited";
+  ::close(queued);
+  ::close(lfd);
+}
+
+// Two clients call the same server with the same load; the dependency names
+// one of them (by process name, by cgroup) and counts only its calls.
+constexpr int kCallerRequests = 2500;
+
+std::vector<std::string> caller_load(const std::string& binary, uint16_t port) {
+  return load_args(binary, port, {"--mode", "line", "--requests", std::to_string(kCallerRequests), "--line", "400"});
+}
+
+void expect_only_the_caller(DependencyProbe& probe, Process& caller, Process& other) {
+  const auto before = snap(probe).dependencies.at(0);
+  const auto mine = run_reading(probe, caller);
+  const auto theirs = finish(other);
+  const auto after = snap(probe).dependencies.at(0);
+  const double completed = static_cast<double>(after.calls.stats.completed - before.calls.stats.completed);
+  std::cout << "[ callers ] caller " << mine.requests << ", other " << theirs.requests << ", probe " << completed
+            << "\n";
+  ASSERT_EQ(mine.requests, kCallerRequests) << mine.json;
+  ASSERT_EQ(theirs.requests, kCallerRequests) << theirs.json;
+  EXPECT_NEAR(completed, mine.requests, 0.1 * mine.requests) << "the caller's calls, not the other's";
+}
+
+TEST(DependencyEbpf, OnlyTheNamedCallerProcessCounts) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "line"});
+  ASSERT_NE(server.port, 0);
+  // The same client under another name (its comm).
+  const std::string renamed = dir / "hr-dep-caller";
+  std::filesystem::copy_file(HR_TEST_LOAD_PATH, renamed);
+  auto s = spec(server.port, 10ms, 100ms, DependencyProtocol::generic);
+  s.caller_process = "hr-dep-caller";
+  OPEN_PROBE(probe, std::vector{s});
+  Process other(caller_load(HR_TEST_LOAD_PATH, server.port), dir);
+  Process caller(caller_load(renamed, server.port), dir);
+  expect_only_the_caller(probe, caller, other);
+}
+
+TEST(DependencyEbpf, OnlyTheProcessesOfTheNamedCgroupCount) {
+  REQUIRE_EBPF();
+  const std::string hierarchy = "/sys/fs/cgroup/pids";
+  if (!std::filesystem::exists(hierarchy + "/cgroup.procs") && !std::filesystem::exists("/sys/fs/cgroup/cgroup.procs"))
+    GTEST_SKIP() << "SKIPPED: no cgroup v1 pids hierarchy and no cgroup v2 mount at /sys/fs/cgroup";
+  const bool v2 = std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers");
+  const std::string group = (v2 ? std::string("/sys/fs/cgroup") : hierarchy) + "/hr-dep-test-" +
+                            std::to_string(::getpid());
+  ASSERT_TRUE(std::filesystem::create_directory(group)) << group;
+  struct Remove {
+    std::string dir;
+    ~Remove() { std::filesystem::remove(dir); }
+  } remove{group};
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "line"});
+  ASSERT_NE(server.port, 0);
+  auto s = spec(server.port, 10ms, 100ms, DependencyProtocol::generic);
+  s.caller_cgroup = group;
+  OPEN_PROBE(probe, std::vector{s});
+  // The caller moves itself into the cgroup, waits for a renewal, then runs the client.
+  std::string cmd = "echo $$ > " + group + "/cgroup.procs && sleep 0.3 && exec";
+  for (const auto& a : caller_load(HR_TEST_LOAD_PATH, server.port)) cmd += " '" + a + "'";
+  Process caller({"/bin/sh", "-c", cmd}, dir);
+  Process other(caller_load(HR_TEST_LOAD_PATH, server.port), dir);
+  expect_only_the_caller(probe, caller, other);
+}
+
+// A port that is both an endpoint of this node (its server here) and a
+// dependency of a local client: the endpoint probe counts the server's side,
+// the dependency probe the client's, each every call once.
+TEST(DependencyEbpf, AnEndpointPortIsMeasuredOnBothSidesOnce) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "line"});
+  ASSERT_NE(server.port, 0);
+  auto any_host = spec(server.port, 10ms, 100ms, DependencyProtocol::generic);
+  any_host.address.reset();
+  OPEN_PROBE(probe, std::vector{any_host});
+  probes::EndpointSpec ep;
+  ep.port = server.port;
+  ep.target_ns = 10'000'000;
+  ep.max_ns = 100'000'000;
+  auto endpoint = probes::EndpointProbe::open({ep}, {});
+  ASSERT_TRUE(endpoint) << endpoint.error().message;
+  probes::EndpointSnapshot e0, e1;
+  ASSERT_TRUE((*endpoint)->read(e0, now_ns()));
+  const auto before = snap(probe).dependencies.at(0);
+  Process load(load_args(HR_TEST_LOAD_PATH, server.port,
+                         {"--mode", "line", "--connections", "2", "--requests", "2000", "--line", "100"}),
+               dir);
+  const auto client = finish(load);
+  ASSERT_TRUE((*endpoint)->read(e1, now_ns()));
+  const auto after = snap(probe).dependencies.at(0);
+  const auto dep_completed = after.calls.stats.completed - before.calls.stats.completed;
+  const auto ep_completed = e1.endpoints.at(0).stats.completed - e0.endpoints.at(0).stats.completed;
+  std::cout << "[ both sides ] client " << client.requests << ", dependency " << dep_completed << ", endpoint "
+            << ep_completed << " (" << (*endpoint)->attach_kind() << ")\n";
+  ASSERT_EQ(client.requests, 2000) << client.json;
+  EXPECT_EQ(dep_completed, 2000u) << "the client's calls, once each (not the server's answers)";
+  EXPECT_NEAR(static_cast<double>(ep_completed), 2000, 20) << "the endpoint still counts the server's side";
+  EXPECT_EQ(after.calls.stats.errors - before.calls.stats.errors, 0u);
+}
+
+TEST(DependencyEbpf, OpenRefusesWhatItCannotMeasureSayingWhy) {
+  REQUIRE_EBPF();
+  auto h2 = spec(8080, 10ms, 100ms, DependencyProtocol::http2);
+  auto r = DependencyProbe::open({h2}, {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ENOTSUP);
+  EXPECT_NE(r.error().message.find("http2"), std::string::npos) << r.error().message;
+  probes::DependencyProbeOptions syscalls;
+  syscalls.programs = probes::ProgramSet::syscalls;
+  auto s = DependencyProbe::open({spec(8080, 10ms, 100ms)}, syscalls);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("socket program set"), std::string::npos) << s.error().message;
+  auto twice = DependencyProbe::open({spec(8080, 10ms, 100ms), spec(8080, 20ms, 200ms)}, {});
+  ASSERT_FALSE(twice);
+  EXPECT_NE(twice.error().message.find("127.0.0.1 port 8080"), std::string::npos) << twice.error().message;
+}
+
+}  // namespace
+}  // namespace headroom
