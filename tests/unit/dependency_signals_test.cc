@@ -393,5 +393,48 @@ TEST_F(DependencyPipeline, OffPublishesTheReportUnavailableAndLeavesTheNodeAlone
   EXPECT_THAT(status_line(agent), HasSubstr("1 dependency report(s) (eBPF off)"));
 }
 
+// A reload that removes the dependency removes its report and its figures
+// from the tick; one that keeps it keeps the running sampler.
+TEST_F(DependencyPipeline, AReloadKeepsOrRemovesTheDependency) {
+  testing::TempDir dir;
+  Config config = one_dependency();
+  config.ebpf = EbpfMode::off;
+  config.proc_root = std::string(HEADROOM_FIXTURES) + "/proc";
+  config.sys_root = std::string(HEADROOM_FIXTURES) + "/sys";
+  config.orca_dir = dir / "orca";
+  auto built = build_pipeline(config);
+  ASSERT_TRUE(built) << built.error().message;
+  Agent agent(std::move(built.value()));
+  TickTime now{5'000'000'000, 1'700'000'000'000};
+  agent.tick(now);
+  const auto next = [&] {
+    now = {now.monotonic_ns + 100'000'000, now.unix_ms + 100};
+    return now;
+  };
+  ASSERT_TRUE(agent.tick(next()));
+  const std::string file = dir / "orca/dependency.cache.orca";
+  ASSERT_TRUE(std::filesystem::exists(file));
+
+  Config same = config;
+  same.log_level = LogLevel::debug;
+  auto kept = build_reload(same, agent);
+  ASSERT_TRUE(kept) << kept.error().message;
+  ASSERT_EQ(kept->keep.size(), sampler_rows().size());
+  EXPECT_TRUE(kept->keep[1]) << "the dependencies' row keeps its sampler";
+  agent.replace(std::move(kept.value()), now);
+  ASSERT_TRUE(agent.tick(next()));
+  EXPECT_EQ(agent.last_tick().dependencies.size(), 1u);
+
+  Config without = config;
+  without.dependencies.clear();
+  auto removed = build_reload(without, agent);
+  ASSERT_TRUE(removed) << removed.error().message;
+  agent.replace(std::move(removed.value()), now);
+  ASSERT_TRUE(agent.tick(next()));
+  EXPECT_TRUE(agent.last_tick().dependencies.empty());
+  EXPECT_EQ(agent.last_tick().reports.size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(file)) << "a removed dependency's report is removed";
+}
+
 }  // namespace
 }  // namespace headroom::agent
