@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
                  "name=cache,address=10.0.0.5:6379,protocol=generic,target=2ms,max=50ms; repeatable")
       ->type_name("SPEC")
       ->allow_extra_args(false);
-  app.add_flag("--no-ebpf", opt.overrides.no_ebpf, "Never load the eBPF endpoint probes (overrides agent.ebpf)");
+  app.add_flag("--no-ebpf", opt.overrides.no_ebpf, "Never load the eBPF endpoint and dependency probes (overrides agent.ebpf)");
   app.set_version_flag("--version", std::string("headroomd ") + HEADROOM_VERSION);
   try {
     app.parse(argc, argv);

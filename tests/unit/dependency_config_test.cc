@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -248,6 +250,32 @@ TEST(DependencyList, FileAndFlagsTogether) {
   r = validate_dependencies(deps, "--dependency");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().key, "dependency[2].max");
+}
+
+// The keys and the flag are documented where the endpoints' are, and the
+// example in docs/dependencies.md parses.
+TEST(DependencyConfigDocs, DocumentKeysAndFlags) {
+  const auto read = [](const char* path) {
+    std::ifstream in(std::string(HEADROOM_SOURCE_DIR) + path);
+    std::ostringstream out;
+    out << in.rdbuf();
+    return out.str();
+  };
+  const std::string md = read("/docs/configuration.md");
+  for (const char* word : {"[[dependency]]", "`--dependency SPEC`", "`callers_cgroup`", "`callers_process`",
+                           "`address`", "dependency.<name>.orca", "dependencies.md"})
+    EXPECT_THAT(md, HasSubstr(word)) << word;
+  const std::string man8 = read("/packaging/man/headroomd.8");
+  EXPECT_THAT(man8, HasSubstr("\\-\\-dependency"));
+  EXPECT_THAT(man8, ::testing::Not(HasSubstr("--dependency")));  // roff needs \- for a real hyphen
+  const std::string guide = read("/docs/dependencies.md");
+  const auto begin = guide.find("```toml\n");
+  ASSERT_NE(begin, std::string::npos);
+  const auto end = guide.find("```\n", begin + 8);
+  const Config c = must_parse(guide.substr(begin + 8, end - begin - 8));
+  ASSERT_EQ(c.dependencies.size(), 2u);
+  EXPECT_EQ(c.dependencies[0].host, "10.0.0.5");
+  EXPECT_EQ(c.dependencies[1].protocol, DependencyProtocol::http2);
 }
 
 }  // namespace
