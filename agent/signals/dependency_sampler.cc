@@ -135,9 +135,13 @@ void DependencySampler::sample(int64_t monotonic_ns) {
       table_latch_.ok("the eBPF dependency call table has room again ({} of {} calls)", cur_.table_used,
                       cur_.table_size);
   }
-  // A snapshot that does not hold every dependency is no measure of them.
-  const bool whole = cur_.dependencies.size() == dependencies_.size();
-  if (have_prev_ && whole) {
+  // A snapshot that does not hold every dependency is no measure of them:
+  // unavailable this tick, as after a failed read.
+  if (cur_.dependencies.size() != dependencies_.size()) {
+    for (auto& d : dependencies_) d.signals.reset();
+    return;
+  }
+  if (have_prev_) {
     for (std::size_t i = 0; i < dependencies_.size(); ++i) {
       auto& d = dependencies_[i];
       const auto& b = cur_.dependencies[i];
@@ -146,7 +150,6 @@ void DependencySampler::sample(int64_t monotonic_ns) {
       d.counted = true;
     }
   }
-  if (!whole) return;
   std::swap(prev_, cur_);
   have_prev_ = true;
 }

@@ -263,6 +263,29 @@ TEST_F(DependencySamplerTest, AFailedReadLosesNothing) {
   EXPECT_EQ(sampler.dependencies()[0].signals->calls.window_requests, 30u);
 }
 
+TEST_F(DependencySamplerTest, ASnapshotWithoutEveryDependencyIsNoMeasure) {
+  FakeKernel k;
+  bool short_snapshot = false;
+  DependencySampler sampler(one_dependency(), [&](probes::DependencySnapshot& s, int64_t now) {
+    auto r = k.read(s, now);
+    if (short_snapshot) s.dependencies.clear();
+    return r;
+  });
+  int64_t now = 1'000 * kMs;
+  sampler.sample(now);
+  k.t.calls.stats.completed = 10;
+  sampler.sample(now += 100 * kMs);
+  ASSERT_TRUE(sampler.dependencies()[0].signals.has_value());
+  short_snapshot = true;
+  sampler.sample(now += 100 * kMs);
+  EXPECT_FALSE(sampler.dependencies()[0].signals.has_value());
+  short_snapshot = false;
+  k.t.calls.stats.completed = 25;
+  sampler.sample(now += 100 * kMs);
+  ASSERT_TRUE(sampler.dependencies()[0].signals.has_value());
+  EXPECT_EQ(sampler.dependencies()[0].window.newest()->calls.completed, 15u) << "from the last whole snapshot";
+}
+
 TEST_F(DependencySamplerTest, OffAndUnavailableSayWhy) {
   Config off = one_dependency();
   off.ebpf = EbpfMode::off;
