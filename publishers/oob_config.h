@@ -44,6 +44,11 @@ struct OobOptions {
     std::string scope;  // "endpoint.<name>"
   };
   std::vector<Endpoint> endpoints;  // [[endpoint]]s, in file order
+  struct Dependency {
+    std::string name;   // a stream whose authority's host is "dependency.<name>" gets its report
+    std::string scope;  // "dependency.<name>"
+  };
+  std::vector<Dependency> dependencies;  // [[dependency]]s
   std::string proc_root = "/proc";  // agent.proc_root: where /proc/PID/ns/net is (instance_listen)
 };
 

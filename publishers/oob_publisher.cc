@@ -91,7 +91,9 @@ orca::StreamOptions stream_options(const OobOptions& options) {
   return o;
 }
 
-orca::StreamHub::Resolver resolver(const OobOptions& options) {
+}  // namespace
+
+orca::StreamHub::Resolver authority_resolver(const OobOptions& options) {
   std::vector<std::pair<uint16_t, std::string>> ports;  // first endpoint per port, in file order
   std::vector<std::pair<std::string, std::string>> names;  // endpoint name -> scope
   std::string known;
@@ -101,25 +103,31 @@ orca::StreamHub::Resolver resolver(const OobOptions& options) {
     ports.emplace_back(e.port, e.scope);
     known += (known.empty() ? "" : ", ") + std::to_string(e.port) + " (" + e.name + ")";
   }
+  std::vector<std::pair<std::string, std::string>> dependencies;  // "dependency.<name>" -> scope
+  for (const auto& d : options.dependencies) dependencies.emplace_back(d.scope, d.scope);
   const bool error = options.oob.unknown_authority_error;
-  return [ports = std::move(ports), names = std::move(names), known = std::move(known), error](
-             std::string_view authority) -> std::variant<std::string, grpc::Status> {
+  return [ports = std::move(ports), names = std::move(names), dependencies = std::move(dependencies),
+          known = std::move(known), error](std::string_view authority) -> std::variant<std::string, grpc::Status> {
+    // "dependency.<name>" first: its port, if any, says nothing (the stream
+    // asks for a report of this node, not of the dependency's port).
+    const auto host = orca::authority_host(authority);
+    for (const auto& [written, scope] : dependencies)
+      if (host == written) return scope;
     const auto port = orca::authority_port(authority);
     if (port)
       for (const auto& [p, scope] : ports)
         if (p == *port) return scope;
     // Envoy sends an endpoint's hostname when it has one: "checkout".
-    const auto host = orca::authority_host(authority);
     for (const auto& [name, scope] : names)
       if (host == name) return scope;
     if (!error) return std::string(orca::kNodeScope);
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         "no [[endpoint]] of this headroomd has the port or the name of authority \"" +
-                            std::string(authority) + "\"; endpoint ports: " + (known.empty() ? std::string("none") : known));
+                            std::string(authority) + "\"; endpoint ports: " + (known.empty() ? std::string("none") : known) +
+                            (dependencies.empty() ? std::string() : "; a dependency's report: authority dependency.<name>"));
   };
 }
 
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // OobListener, OobHub
@@ -216,7 +224,7 @@ std::shared_ptr<OobInstanceListeners> OobHub::instance_listeners(const std::stri
 }
 
 void OobHub::configure(const OobOptions& options) {
-  streams_->configure(stream_options(options), resolver(options));
+  streams_->configure(stream_options(options), authority_resolver(options));
 }
 
 void OobHub::update(const Tick& tick) {

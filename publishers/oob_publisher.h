@@ -65,6 +65,12 @@ class OobListener {
   std::unique_ptr<OobGate> gate_;  // a TCP address's accept() (oob_gate.h); none for unix:
 };
 
+// The report a stream reads, by its :authority (docs/oob.md, "Which
+// report"): "dependency.<name>" (any port) a dependency's; an endpoint's
+// port, then an endpoint's name as the host, that endpoint's; any other the
+// node's, or NOT_FOUND with unknown_authority = "error".
+orca::StreamHub::Resolver authority_resolver(const OobOptions& options);
+
 // The process's streams and listeners.
 class OobHub {
  public:

@@ -106,6 +106,24 @@ std::vector<ClientMetric::Label> with(std::vector<ClientMetric::Label> labels,
 // An endpoint report's utilization entries in the order the exposition
 // lists them.
 constexpr std::string_view kEndpointSignals[] = {orca::kSignalSloTarget, orca::kSignalSloMax, orca::kSignalConcurrency};
+constexpr std::string_view kDependencySignals[] = {orca::kSignalSloTarget, orca::kSignalSloMax,
+                                                   orca::kSignalConcurrency, orca::kSignalErrors};
+
+// A latency histogram's series from per-bucket counts.
+ClientMetric histogram(std::vector<ClientMetric::Label> labels, const EndpointTotals& c) {
+  ClientMetric h;
+  h.label = std::move(labels);
+  uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < kLatencyBuckets; ++i) {
+    cumulative += c.latency[i];
+    const double bound =
+        i < kLatencyBucketsSeconds.size() ? kLatencyBucketsSeconds[i] : std::numeric_limits<double>::infinity();
+    h.histogram.bucket.push_back({cumulative, bound});
+  }
+  h.histogram.sample_count = cumulative;
+  h.histogram.sample_sum = c.latency_sum_seconds;
+  return h;
+}
 
 }  // namespace
 
@@ -139,6 +157,7 @@ void MetricsState::update(const Tick& tick) {
     e.pending = named(r, orca::kMetricPending);
   }
   endpoints_.resize(tick.endpoints.size());
+  update_dependencies(tick);
   health_ = tick.health;
   interval_ms_ = tick.meta.interval_ms;
 }
@@ -147,6 +166,7 @@ std::vector<MetricFamily> MetricsState::families(const std::string& version) con
   std::vector<MetricFamily> out;
   families_of_utilization(out);
   families_of_endpoints(out);
+  families_of_dependencies(out);
   families_of_agent(out, version);
   // A family with no series (no failure yet, no endpoint) is left out.
   std::erase_if(out, [](const MetricFamily& f) { return f.metric.empty(); });
@@ -160,7 +180,8 @@ void MetricsState::families_of_utilization(std::vector<MetricFamily>& out) const
   auto util = family("headroom_utilization_ratio",
                      "Each entry of an ORCA report's utilization map, as published (0 to 1).", MetricType::Gauge);
   auto app = family("headroom_application_utilization_ratio",
-                    "An ORCA report's application_utilization: the node's composite; an endpoint's largest signal or the node's CPU.",
+                    "An ORCA report's application_utilization: the node's composite; an endpoint's largest signal or the node's "
+                    "CPU; a dependency's largest signal.",
                     MetricType::Gauge);
   if (have_tick_) {
     for (const auto& [key, value] : node_utilization_) gauge(util, {node(), label("signal", key)}, value);
@@ -170,6 +191,12 @@ void MetricsState::families_of_utilization(std::vector<MetricFamily>& out) const
       for (const auto& [key, value] : e.utilization)
         gauge(util, with(endpoint_labels(e), {scope_endpoint(), label("signal", key)}), value);
       gauge(app, with(endpoint_labels(e), {scope_endpoint()}), e.application_utilization);
+    }
+    for (const auto& d : dependencies_) {
+      if (!d.measured) continue;
+      for (const auto& [key, value] : d.utilization)
+        gauge(util, {label("dependency", d.name), label("scope", "dependency"), label("signal", key)}, value);
+      gauge(app, {label("dependency", d.name), label("scope", "dependency")}, d.application_utilization);
     }
   }
   out.push_back(std::move(util));
@@ -212,18 +239,7 @@ void MetricsState::families_of_endpoints(std::vector<MetricFamily>& out) const {
     counter(aborted, ep, static_cast<double>(c.aborted));
     counter(over, with(ep, {label("slo", "max")}), static_cast<double>(c.over_max));
     counter(over, with(ep, {label("slo", "target")}), static_cast<double>(c.over_target));
-    ClientMetric h;
-    h.label = ep;
-    uint64_t cumulative = 0;
-    for (std::size_t i = 0; i < kLatencyBuckets; ++i) {
-      cumulative += c.latency[i];
-      const double bound =
-          i < kLatencyBucketsSeconds.size() ? kLatencyBucketsSeconds[i] : std::numeric_limits<double>::infinity();
-      h.histogram.bucket.push_back({cumulative, bound});
-    }
-    h.histogram.sample_count = cumulative;
-    h.histogram.sample_sum = c.latency_sum_seconds;
-    duration.metric.push_back(std::move(h));
+    duration.metric.push_back(histogram(ep, c));
     if (e.measured) {
       gauge(in_flight, ep, e.in_flight);
       gauge(pending, ep, e.pending);
@@ -232,6 +248,81 @@ void MetricsState::families_of_endpoints(std::vector<MetricFamily>& out) const {
     gauge(slo, with(ep, {label("slo", "target")}), e.target_seconds);
   }
   for (auto* f : {&requests, &errors, &aborted, &over, &duration, &in_flight, &pending, &slo})
+    out.push_back(std::move(*f));
+}
+
+void MetricsState::update_dependencies(const Tick& tick) {
+  // Counts follow the name across reloads; a removed dependency is dropped.
+  std::vector<DependencyState> next(tick.dependencies.size());
+  for (std::size_t i = 0; i < tick.dependencies.size(); ++i) {
+    const DependencyTick& t = tick.dependencies[i];
+    DependencyState& d = next[i];
+    auto it = std::find_if(dependencies_.begin(), dependencies_.end(),
+                           [&](const DependencyState& o) { return o.name == t.name; });
+    if (it != dependencies_.end()) d = std::move(*it);
+    d.name = t.name;
+    d.target_seconds = t.target_seconds;
+    d.max_seconds = t.max_seconds;
+    if (t.counted) {
+      d.counts.add(t.counts);
+      d.connect_failures += t.connect_failures;
+      d.resets += t.resets;
+    }
+    d.measured = t.measured;
+    d.utilization.clear();
+    if (!t.measured) continue;
+    const orca::Report& r = tick.reports[t.report].report;
+    for (std::string_view key : kDependencySignals)
+      if (auto u = r.utilization().find(std::string(key)); u != r.utilization().end())
+        d.utilization.emplace_back(std::string(key), u->second);
+    d.application_utilization = r.application_utilization();
+    d.in_flight = named(r, orca::kMetricInflight);
+  }
+  dependencies_ = std::move(next);
+}
+
+// Each dependency's counters since start and its last gauges.
+void MetricsState::families_of_dependencies(std::vector<MetricFamily>& out) const {
+  auto calls = family("headroom_dependency_calls_total",
+                      "Outbound calls answered (first byte of the answer received), since headroomd started.",
+                      MetricType::Counter);
+  auto errors = family("headroom_dependency_errors_total",
+                       "Failed calls (error answers, resets, connect failures), since headroomd started.",
+                       MetricType::Counter);
+  auto aborted = family("headroom_dependency_calls_aborted_total",
+                        "Calls that ended without an answer (resets, connect failures), since headroomd started.",
+                        MetricType::Counter);
+  auto connects = family("headroom_dependency_connect_failures_total",
+                         "Connects refused, timed out or abandoned, since headroomd started.", MetricType::Counter);
+  auto resets = family("headroom_dependency_resets_total",
+                       "Calls ended by a reset or a close with the call in flight, since headroomd started.",
+                       MetricType::Counter);
+  auto over = family("headroom_dependency_calls_over_slo_total",
+                     "Answered or aborted calls slower than the target or max, since headroomd started.",
+                     MetricType::Counter);
+  auto duration = family("headroom_dependency_call_duration_seconds",
+                         "Time from a call's request to the first byte of its answer, answered calls.",
+                         MetricType::Histogram);
+  auto in_flight = family("headroom_dependency_calls_in_flight", "Calls in flight at the last sample.",
+                          MetricType::Gauge);
+  auto slo = family("headroom_dependency_slo_seconds", "The dependency's configured target and max.",
+                    MetricType::Gauge);
+  for (const auto& d : dependencies_) {
+    const std::vector<ClientMetric::Label> dl{label("dependency", d.name)};
+    const EndpointTotals& c = d.counts;
+    counter(calls, dl, static_cast<double>(c.requests));
+    counter(errors, dl, static_cast<double>(c.errors));
+    counter(aborted, dl, static_cast<double>(c.aborted));
+    counter(connects, dl, static_cast<double>(d.connect_failures));
+    counter(resets, dl, static_cast<double>(d.resets));
+    counter(over, with(dl, {label("slo", "max")}), static_cast<double>(c.over_max));
+    counter(over, with(dl, {label("slo", "target")}), static_cast<double>(c.over_target));
+    duration.metric.push_back(histogram(dl, c));
+    if (d.measured) gauge(in_flight, dl, d.in_flight);
+    gauge(slo, with(dl, {label("slo", "max")}), d.max_seconds);
+    gauge(slo, with(dl, {label("slo", "target")}), d.target_seconds);
+  }
+  for (auto* f : {&calls, &errors, &aborted, &connects, &resets, &over, &duration, &in_flight, &slo})
     out.push_back(std::move(*f));
 }
 
@@ -255,6 +346,9 @@ void MetricsState::families_of_agent(std::vector<MetricFamily>& out, const std::
                          MetricType::Gauge);
   if (have_tick_) gauge(interval, {}, static_cast<double>(interval_ms_) / 1e3);
   out.push_back(std::move(interval));
+  auto deps = family("headroom_dependencies", "Dependencies declared in the configuration.", MetricType::Gauge);
+  gauge(deps, {}, static_cast<double>(dependencies_.size()));
+  out.push_back(std::move(deps));
   auto declared = family("headroom_endpoints", "Endpoints declared in the configuration.", MetricType::Gauge);
   gauge(declared, {}, static_cast<double>(std::count_if(endpoints_.begin(), endpoints_.end(),
                                                         [](const EndpointState& e) { return e.instance.empty(); })));

@@ -51,6 +51,19 @@ struct EndpointState {
   double in_flight = 0, pending = 0;
 };
 
+// One dependency's: its calls counted as an endpoint's requests, plus the
+// connect failures and resets (docs/dependencies.md).
+struct DependencyState {
+  std::string name;
+  double target_seconds = 0, max_seconds = 0;
+  EndpointTotals counts;
+  uint64_t connect_failures = 0, resets = 0;
+  bool measured = false;
+  std::vector<std::pair<std::string, double>> utilization;
+  double application_utilization = 0;
+  double in_flight = 0;
+};
+
 class MetricsState {
  public:
   // Takes one tick: its gauges replace the last ones, its endpoint intervals
@@ -64,11 +77,15 @@ class MetricsState {
 
   // The aggregates in configuration order, then the instances (the tick's order).
   const std::vector<EndpointState>& endpoints() const { return endpoints_; }
+  // In configuration order.
+  const std::vector<DependencyState>& dependencies() const { return dependencies_; }
 
  private:
   EndpointState& endpoint(std::size_t index, const std::string& name, const std::string& instance);
   void families_of_utilization(std::vector<prometheus::MetricFamily>& out) const;
   void families_of_endpoints(std::vector<prometheus::MetricFamily>& out) const;
+  void update_dependencies(const Tick& tick);
+  void families_of_dependencies(std::vector<prometheus::MetricFamily>& out) const;
   void families_of_agent(std::vector<prometheus::MetricFamily>& out, const std::string& version) const;
 
   bool have_tick_ = false;
@@ -76,6 +93,7 @@ class MetricsState {
   double node_application_ = 0, node_cpu_ = 0, node_memory_ = 0;
   bool node_has_cpu_ = false, node_has_memory_ = false;
   std::vector<EndpointState> endpoints_;  // as the tick lists them
+  std::vector<DependencyState> dependencies_;
   AgentHealth health_;
   int64_t interval_ms_ = 0;
 };

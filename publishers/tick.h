@@ -59,6 +59,17 @@ struct EndpointTick {
   EndpointCounts counts;
 };
 
+// One [[dependency]] (docs/dependencies.md): what its report does not carry.
+struct DependencyTick {
+  std::string name;        // the [[dependency]]'s name
+  std::size_t report = 0;  // its report: Tick::reports[report], "dependency.<name>"
+  double target_seconds = 0, max_seconds = 0;
+  bool measured = false;   // its report carries the eBPF signals (else "unavailable")
+  bool counted = false;    // `counts` and the two below are this tick's
+  EndpointCounts counts;   // its calls: errors are failed calls, aborted those without an answer
+  uint64_t connect_failures = 0, resets = 0;
+};
+
 // The agent's own state, kept by the pipeline across reloads: what the
 // Prometheus publisher reports about headroomd itself. Publishers run in
 // table order and this is updated after each one, so a publisher sees the
@@ -84,6 +95,8 @@ struct Tick {
   // Every endpoint's aggregate (instance ""), in configuration order; then
   // the instances, by endpoint in configuration order and by id.
   std::vector<EndpointTick> endpoints;
+  // Every dependency, in configuration order.
+  std::vector<DependencyTick> dependencies;
   AgentHealth health;
 
   const ScopeReport& node() const { return reports.front(); }

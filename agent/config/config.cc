@@ -64,6 +64,8 @@ class Walker {
       const std::string key = dotted("", name);
       if (section->name == "endpoint") {
         endpoints(*section, v, key);
+      } else if (section->name == "dependency") {
+        dependencies(*section, v, key);
       } else if (section->name == "envoy") {
         envoy(*section, v, key);
       } else if (const auto* t = v.as_table()) {
@@ -89,8 +91,8 @@ class Walker {
  private:
   // One key of a section; false after reporting an error.
   bool set(const KeyRow& row, const toml::node& v, const std::string& key, EndpointConfig* endpoint = nullptr,
-           EnvoyBridgeConfig* envoy = nullptr) {
-    KeyValue value{reader_, v, key, config_, endpoint, envoy};
+           EnvoyBridgeConfig* envoy = nullptr, DependencyConfig* dependency = nullptr) {
+    KeyValue value{reader_, v, key, config_, endpoint, envoy, dependency};
     if (!type_ok(row, value) || !row.set(value)) return false;
     reader_.wrote(key, v.source());
     return true;
@@ -119,7 +121,7 @@ class Walker {
   // reporting its errors. [[endpoint]] names every missing key; [[envoy]]
   // names a missing file once the rest of the entry is valid.
   bool entry(const SectionRow& section, const toml::node& e, const std::string& ekey, EndpointConfig* endpoint,
-             EnvoyBridgeConfig* envoy) {
+             EnvoyBridgeConfig* envoy, DependencyConfig* dependency = nullptr) {
     const std::vector<std::string_view> keys = keys_in(section.name);
     const auto* t = e.as_table();
     if (t == nullptr) {
@@ -143,9 +145,9 @@ class Walker {
         continue;
       }
       written.push_back(row->key);
-      ok = set(*row, v, key, endpoint, envoy) && ok;
+      ok = set(*row, v, key, endpoint, envoy, dependency) && ok;
     }
-    const bool name_all_missing = section.name == "endpoint";
+    const bool name_all_missing = section.name == "endpoint" || section.name == "dependency";
     for (const KeyRow& row : config_key_rows()) {
       if (row.section != section.name || row.required.empty()) continue;
       if (std::find(written.begin(), written.end(), row.key) != written.end()) continue;
@@ -194,6 +196,57 @@ class Walker {
       return;
     }
     config_.endpoints = std::move(out);
+  }
+
+  // One [[dependency]]: its keys, then what needs the whole entry (address
+  // or port, max >= target); false after reporting.
+  bool dependency(const SectionRow& section, const toml::node& e, const std::string& ekey, DependencyConfig& d) {
+    bool good = entry(section, e, ekey, nullptr, nullptr, &d);
+    const auto* t = e.as_table();
+    if (t == nullptr) return false;
+    const bool address = t->contains("address"), port = t->contains("port");
+    if (auto r = check_dependency_remote(address, port); !r) {
+      const std::string at = ekey + (address ? ".port" : "");
+      reader_.error(port ? (*t)["port"].node()->source() : t->source(), at, std::move(r).error());
+      good = false;
+    }
+    if (reader_.where(ekey + ".target") && reader_.where(ekey + ".max")) {
+      if (auto r = check_endpoint_max(d.max, d.target); !r) {
+        reader_.error(*reader_.where(ekey + ".max"), ekey + ".max", std::move(r).error());
+        good = false;
+      }
+    }
+    return good;
+  }
+
+  void dependencies(const SectionRow& section, const toml::node& v, const std::string& key) {
+    const toml::array* arr = entries(section, v, key);
+    if (arr == nullptr) return;
+    std::vector<DependencyConfig> out;
+    bool ok = true;
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      DependencyConfig d;
+      if (!dependency(section, *arr->get(i), key + "[" + std::to_string(i) + "]", d)) {
+        ok = false;
+        continue;
+      }
+      out.push_back(std::move(d));
+    }
+    if (!ok) return;
+    // The list as a whole, once every entry is valid on its own.
+    if (auto r = check_dependency_list(out); !r) {
+      const EndpointListIssue& issue = r.error();
+      const std::string ikey = key + "[" + std::to_string(issue.index) + "]";
+      const std::string fkey = issue.field.empty() ? ikey : ikey + "." + std::string(issue.field);
+      std::string other;
+      if (issue.other) {
+        const std::string okey = key + "[" + std::to_string(*issue.other) + "]";
+        other = okey + " at line " + std::to_string(reader_.where(okey)->begin.line);
+      }
+      reader_.error(*reader_.where(fkey), fkey, issue.message_with(other));
+      return;
+    }
+    config_.dependencies = std::move(out);
   }
 
   void envoy(const SectionRow& section, const toml::node& v, const std::string& key) {

@@ -95,6 +95,36 @@ struct EndpointConfig {
   bool operator==(const EndpointConfig&) const = default;
 };
 
+// One [[dependency]] (or --dependency): a remote service the node's
+// processes call, measured from the calling side (docs/dependencies.md). Its
+// report is dependency.<name>.orca.
+inline constexpr std::size_t kMaxDependencies = 64;  // the probe's maps are sized for this
+inline constexpr std::size_t kMaxDependencyNameBytes = kMaxEndpointNameBytes;
+inline constexpr std::size_t kMaxCallerProcessBytes = 15;  // a comm name: TASK_COMM_LEN less the NUL
+
+// [[dependency]] protocol: how calls are told apart on a connection.
+enum class DependencyProtocol {
+  http1,    // one call at a time per connection, a 5xx status line an error (the default)
+  http2,    // cleartext HTTP/2 (gRPC clients): calls are streams
+  generic,  // any request/response protocol, one call at a time per connection
+};
+
+struct DependencyConfig {
+  std::string name;  // as an endpoint's name; unique among dependencies
+  // The remote side: an IP literal as the user wrote it, without brackets
+  // ("10.0.0.5", "2001:db8::5"), and a port; empty host: any host on port.
+  std::string host;
+  uint16_t port = 0;
+  std::string callers_cgroup;   // empty: any; else an absolute cgroup path
+  std::string callers_process;  // empty: any; else a comm name, at most 15 bytes
+  DependencyProtocol protocol = DependencyProtocol::http1;
+  std::chrono::nanoseconds target{0};  // > 0
+  std::chrono::nanoseconds max{0};     // >= target
+  uint32_t max_concurrency = 0;        // 0: not declared (no concurrency signal)
+
+  bool operator==(const DependencyConfig&) const = default;
+};
+
 // [agent] ebpf: "auto" loads the eBPF endpoint probes when endpoints are
 // declared (and degrades to procfs-only with one error when it cannot);
 // "off" never loads them (headroomd --no-ebpf).
@@ -160,6 +190,9 @@ struct Config {
   // [[endpoint]], then each --endpoint flag
   std::vector<EndpointConfig> endpoints;
 
+  // [[dependency]], then each --dependency flag
+  std::vector<DependencyConfig> dependencies;
+
   // [prometheus]
   PrometheusConfig prometheus;
   // [oob]
@@ -194,6 +227,14 @@ Result<EndpointConfig> parse_endpoint_flag(std::string_view text);
 // endpoints with the same port and path, the limits above. `file` is used in
 // messages only.
 Result<void> validate_endpoints(const std::vector<EndpointConfig>& endpoints, const std::string& file);
+
+// --dependency 'name=cache,address=10.0.0.5:6379,protocol=generic,target=2ms,max=50ms'
+// -> one dependency, checked like a [[dependency]] table; errors as
+// parse_endpoint_flag's.
+Result<DependencyConfig> parse_dependency_flag(std::string_view text);
+// Checks a complete list (file entries then flags): each entry's fields,
+// unique names, the limit. `file` is used in messages only.
+Result<void> validate_dependencies(const std::vector<DependencyConfig>& dependencies, const std::string& file);
 
 const char* log_level_name(LogLevel level);
 std::optional<LogLevel> parse_log_level(std::string_view text);

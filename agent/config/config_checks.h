@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -60,6 +61,46 @@ struct EndpointListIssue {
   std::string message_with(std::string_view other_entry) const;
 };
 Result<void, EndpointListIssue> check_endpoint_list(const std::vector<EndpointConfig>& endpoints);
+
+// -- one dependency's fields (agent/config/config_dependency.cc) --
+Result<void> check_dependency_name(std::string_view name);
+// "10.0.0.5:6379" or "[2001:db8::5]:443": an IP literal and a port. A host
+// name is refused (not resolved in this version): give an address, or port.
+struct DependencyAddress {
+  std::string host;  // normalized, without brackets; an IPv4-mapped IPv6 address as IPv4
+  uint16_t port = 0;
+};
+Result<DependencyAddress> parse_dependency_address(std::string_view address);
+Result<void> check_callers_cgroup(std::string_view path);
+Result<void> check_callers_process(std::string_view comm);
+// Indexed by DependencyProtocol.
+inline constexpr std::string_view kDependencyProtocolNames[] = {"http1", "http2", "generic"};
+std::optional<DependencyProtocol> parse_dependency_protocol(std::string_view name);
+std::string_view dependency_protocol_name(DependencyProtocol protocol);
+Result<void> check_dependency_protocol(std::string_view name);
+// address and port: exactly one of them was given.
+Result<void> check_dependency_remote(bool address_given, bool port_given);
+// The list as a whole: the limit and unique names (issue.field "name" or "").
+Result<void, EndpointListIssue> check_dependency_list(const std::vector<DependencyConfig>& dependencies);
+
+// -- the command line's --endpoint and --dependency (config_endpoint_flag.cc) --
+// A whole decimal integer; nullopt for anything else (out of range saturates).
+std::optional<std::int64_t> flag_integer(std::string_view text);
+// A failed check as the fault of flag key `key`.
+Error at_key(Result<void> failed, std::string_view key);
+// target (checked) or max (checked against target once both are read).
+Result<void> flag_latency(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds>& target,
+                          std::optional<std::chrono::nanoseconds>& max);
+struct FlagForm {
+  std::string_view section;  // its keys are the table's rows
+  std::string_view form;     // "name=NAME,port=PORT,..."
+  std::string_view example;
+};
+// Splits 'key=value,key=value', refuses unknown and repeated keys and
+// missing required ones, and hands each pair to `set` (whose error names
+// the key).
+Result<void> parse_flag(std::string_view text, const FlagForm& form,
+                        const std::function<Result<void>(std::string_view key, std::string_view value)>& set);
 
 // -- [[envoy]] --
 Result<void> check_envoy_scope(std::string_view scope);

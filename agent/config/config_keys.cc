@@ -25,6 +25,7 @@ constexpr SectionRow kSections[] = {
     {"node", false, "", 0},
     {"envoy", true, "file", kMaxEnvoyBridges},
     {"endpoint", true, "endpoint", kMaxEndpoints},
+    {"dependency", true, "dependency", kMaxDependencies},
     {"prometheus", false, "", 0},
     {"oob", false, "", 0},
 };
@@ -36,6 +37,7 @@ std::vector<KeyRow> build_rows() {
   add_node_rows(out, facts);
   add_envoy_rows(out, facts);
   add_endpoint_rows(out, facts);
+  add_dependency_rows(out, facts);
   add_prometheus_rows(out, facts);
   add_oob_rows(out, facts);
   return out;

@@ -60,7 +60,8 @@ class ConfigReader {
 };
 
 // What a row's setter is given: the value, its dotted key, and where it is
-// stored (`endpoint` and `envoy` are the entry being read, in those sections).
+// stored (`endpoint`, `envoy` and `dependency` are the entry being read, in
+// those sections).
 struct KeyValue {
   ConfigReader& reader;
   const toml::node& node;
@@ -68,6 +69,7 @@ struct KeyValue {
   Config& config;
   EndpointConfig* endpoint = nullptr;
   EnvoyBridgeConfig* envoy = nullptr;
+  DependencyConfig* dependency = nullptr;
 
   // Each reports at the value and returns false.
   bool fail(std::string message) const;

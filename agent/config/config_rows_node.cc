@@ -285,7 +285,9 @@ void add_agent_rows(std::vector<KeyRow>& out, const KeyFacts& f) {
        quote(kEbpfModes[static_cast<std::size_t>(f.d.ebpf)]), "",
        "Whether the eBPF endpoint probes are loaded. `\"auto\"` loads them when at least one endpoint is declared "
        "(`[[endpoint]]` or `--endpoint`); if they cannot be loaded, one error is logged and the endpoints get only "
-       "what procfs alone measures ([endpoints.md](endpoints.md)). `\"off\"` never loads them (`--no-ebpf`). "
+       "what procfs alone measures ([endpoints.md](endpoints.md)). The same for the dependency probe and "
+       "`[[dependency]]` (`--dependency`), whose reports then say `headroom.ebpf.unavailable` "
+       "([dependencies.md](dependencies.md)). `\"off\"` never loads them (`--no-ebpf`). "
        "`true`/`false` are not accepted.",
        set_ebpf, ""},
       {"agent", "unsafe_orca_dir", KeyType::string, quoted(kUnsafeDirActions, " or "), quoted(kUnsafeDirActions),

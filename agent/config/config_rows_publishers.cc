@@ -239,8 +239,8 @@ void add_oob_rows(std::vector<KeyRow>& out, const KeyFacts& f) {
       {"oob", "unknown_authority", KeyType::string, quoted(kUnknownAuthorityChoices, " or "),
        quoted(kUnknownAuthorityChoices),
        quote(kUnknownAuthorityChoices[f.d.oob.unknown_authority_error ? 1 : 0]), "",
-       "What a stream whose `:authority` names neither the port nor the name of an `[[endpoint]]` gets: the node "
-       "report, or `NOT_FOUND`.",
+       "What a stream whose `:authority` names neither the port nor the name of an `[[endpoint]]`, nor "
+       "`dependency.<name>` of a `[[dependency]]`, gets: the node report, or `NOT_FOUND`.",
        set_unknown_authority, ""},
       {"oob", "default_interval", KeyType::duration, kDuration,
        range(kMinOobDefaultInterval, kMaxOobDefaultInterval), toml_duration(f.d.oob.default_interval), "",

@@ -214,10 +214,11 @@ std::vector<std::string> render_report(std::string_view file, const orca::Report
     std::string value;
   };
   std::vector<Item> items;
-  // An endpoint's aggregate carries no machine CPU or memory: leave them out
-  // rather than show 0 %. An instance's are its cgroup's.
+  // An endpoint's aggregate and a dependency carry no machine CPU or memory:
+  // leave them out rather than show 0 %. An instance's are its cgroup's.
   const std::string scope = scope_of_path(file);
-  const bool aggregate = scope.starts_with(orca::kEndpointSignalPrefix) && split_instance(scope).instance.empty();
+  const bool aggregate = (scope.starts_with(orca::kEndpointSignalPrefix) && split_instance(scope).instance.empty()) ||
+                         scope.starts_with(orca::kDependencyScopePrefix);
   if (!aggregate) {
     items.push_back({0, "cpu_utilization", format_percent(report.cpu_utilization())});
     items.push_back({0, "mem_utilization", format_percent(report.mem_utilization())});
@@ -325,7 +326,8 @@ Table build_watch_table(std::vector<WatchEntry> entries, int64_t now_unix_ms) {
       row[1] = format_age(st.age_ms);
       row[2] = std::to_string(md->seq);
     }
-    const bool aggregate = e.scope.starts_with(orca::kEndpointSignalPrefix) && !instance;
+    const bool aggregate = (e.scope.starts_with(orca::kEndpointSignalPrefix) && !instance) ||
+                           e.scope.starts_with(orca::kDependencyScopePrefix);
     const bool no_cgroup = r.named_metrics().contains(std::string(orca::kMetricInstanceCgroupUnavailable));
     if (!aggregate) {
       row[3] = format_percent(r.cpu_utilization());

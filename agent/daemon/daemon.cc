@@ -84,6 +84,7 @@ void apply_overrides(Config& c, const Overrides& o) {
   if (o.sys_root) c.sys_root = *o.sys_root;
   if (o.log_level) c.log_level = *o.log_level;
   c.endpoints.insert(c.endpoints.end(), o.endpoints.begin(), o.endpoints.end());
+  c.dependencies.insert(c.dependencies.end(), o.dependencies.begin(), o.dependencies.end());
   if (o.no_ebpf) c.ebpf = EbpfMode::off;
 }
 
@@ -96,6 +97,8 @@ Result<Config> load_effective_config(const DaemonOptions& options) {
     // The file's endpoints were checked on their own; now with the flags'.
     if (!options.overrides.endpoints.empty())
       if (auto r = validate_endpoints(loaded->endpoints, "--endpoint"); !r) return std::move(r).error();
+    if (!options.overrides.dependencies.empty())
+      if (auto r = validate_dependencies(loaded->dependencies, "--dependency"); !r) return std::move(r).error();
   }
   return loaded;
 }

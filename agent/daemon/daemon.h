@@ -19,6 +19,7 @@ struct Overrides {
   std::optional<std::string> orca_dir, proc_root, sys_root;
   std::optional<LogLevel> log_level;
   std::vector<EndpointConfig> endpoints;  // --endpoint, appended after the file's [[endpoint]]s
+  std::vector<DependencyConfig> dependencies;  // --dependency, after the file's [[dependency]]s
   bool no_ebpf = false;                   // --no-ebpf: agent.ebpf = "off"
 };
 void apply_overrides(Config& config, const Overrides& overrides);

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   DaemonOptions opt;
   bool check_only = false;
   std::string orca_dir, proc_root, sys_root, log_level;
-  std::vector<std::string> endpoint_specs;
+  std::vector<std::string> endpoint_specs, dependency_specs;
   auto* config_opt = app.add_option("--config", opt.config_path, "Configuration file")
                          ->default_str(kDefaultConfigPath);
   app.add_flag("--check-config", check_only, "Validate the configuration and exit (78 when invalid)");
@@ -35,7 +35,12 @@ int main(int argc, char** argv) {
                  "name=api,port=8080,path=/play,target=10ms,max=500ms,max_concurrency=64; repeatable")
       ->type_name("SPEC")
       ->allow_extra_args(false);
-  app.add_flag("--no-ebpf", opt.overrides.no_ebpf, "Never load the eBPF endpoint probes (overrides agent.ebpf)");
+  app.add_option("--dependency", dependency_specs,
+                 "Declare a dependency after the file's [[dependency]]s, e.g. "
+                 "name=cache,address=10.0.0.5:6379,protocol=generic,target=2ms,max=50ms; repeatable")
+      ->type_name("SPEC")
+      ->allow_extra_args(false);
+  app.add_flag("--no-ebpf", opt.overrides.no_ebpf, "Never load the eBPF endpoint and dependency probes (overrides agent.ebpf)");
   app.set_version_flag("--version", std::string("headroomd ") + HEADROOM_VERSION);
   try {
     app.parse(argc, argv);
@@ -64,6 +69,14 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
     opt.overrides.endpoints.push_back(std::move(parsed).value());
+  }
+  for (const std::string& spec : dependency_specs) {
+    auto parsed = parse_dependency_flag(spec);
+    if (!parsed) {
+      std::fprintf(stderr, "headroomd: --dependency '%s': %s\n", spec.c_str(), parsed.error().to_string().c_str());
+      return kExitUsage;
+    }
+    opt.overrides.dependencies.push_back(std::move(parsed).value());
   }
   setup_logging(opt.overrides.log_level.value_or(LogLevel::info));
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "agent/daemon/publisher_registry.h"
+#include "agent/signals/dependency_scopes.h"
 #include "agent/signals/endpoint_scopes.h"
 #include "headroom/orca/names.h"
 #include "publishers/failure_latch.h"  // utc_time
@@ -24,9 +25,18 @@ std::vector<std::string> endpoint_scopes(const Config& c) {
   return out;
 }
 
+std::vector<std::string> dependency_scopes(const Config& c) {
+  std::vector<std::string> out;
+  for (const auto& d : c.dependencies) out.push_back(orca::dependency_scope(d.name));
+  return out;
+}
+
 constexpr SamplerRow kSamplerRows[] = {
     {"endpoints", "[[endpoint]]: requests in flight and latency SLO misses per port (and path), eBPF", "endpoint",
      &EndpointScopes::build, &EndpointScopes::same, &endpoint_scopes},
+    {"dependencies", "[[dependency]]: outbound calls in flight, latency SLO misses and errors per remote service, "
+     "seen from the callers, eBPF", "dependency", &DependencyScopes::build, &DependencyScopes::same,
+     &dependency_scopes},
 };
 
 }  // namespace
@@ -74,7 +84,7 @@ Result<Pipeline> build_reload(Config config, const Agent& running) {
     const ScopeSampler* now = running.sampler(i);
     const ProbeState running_state = now != nullptr ? now->state() : ProbeState::none;
     if (!reload_may_replace_probe(running_state, next->state()))
-      return Error{0, "the new " + std::string(kSamplerRows[i].report_noun) + "s' eBPF probe cannot be attached (" +
+      return Error{0, "the new " + std::string(kSamplerRows[i].name) + "' eBPF probe cannot be attached (" +
                           next->unavailable() + "); the running probe stays attached and its " +
                           std::string(kSamplerRows[i].report_noun) +
                           " signals go on. Fix the cause and reload again, or set agent.ebpf = \"off\" to do without"};
@@ -145,6 +155,7 @@ void Agent::prepare(const TickTime& now, bool stopped) {
   const NodeFigures figures{node_cpu(values_)};
   std::size_t next = 1;
   tick_.endpoints.clear();
+  tick_.dependencies.clear();
   bool measuring = false;
   for (const auto& s : p_.samplers) {
     if (!s) continue;

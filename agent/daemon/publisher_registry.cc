@@ -24,8 +24,9 @@ Result<Publishers> envoy(const Config& c, const std::vector<std::string>&) {
 }
 
 Result<Publishers> oob(const Config& c, const std::vector<std::string>&) {
-  publishers::OobOptions o{c.oob, c.interval, {}, c.proc_root};
+  publishers::OobOptions o{c.oob, c.interval, {}, {}, c.proc_root};
   for (const auto& e : c.endpoints) o.endpoints.push_back({e.name, e.port, orca::endpoint_scope(e.name)});
+  for (const auto& d : c.dependencies) o.dependencies.push_back({d.name, orca::dependency_scope(d.name)});
   return publishers::build_oob_publishers(o);
 }
 

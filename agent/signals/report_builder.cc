@@ -195,6 +195,42 @@ void build_instance_report_into(const EndpointConfig& endpoint, const EndpointSi
   build_endpoint_report_into(endpoint, s, meta, out, cpu, &f);
 }
 
+void build_dependency_report_into(const DependencyConfig& dependency, const DependencySignals* s,
+                                  const ReportMeta& meta, orca::Report& r) {
+  MapRefill nm(*r.mutable_named_metrics());
+  MapRefill u(*r.mutable_utilization());
+  r.set_cpu_utilization(0);
+  r.set_mem_utilization(0);
+  if (s == nullptr) {
+    r.set_application_utilization(0);
+    r.set_rps_fractional(0);
+    r.set_eps(0);
+    nm.set(kEbpfUnavailableKey, 1.0);
+    add_meta(nm, meta);
+    return;
+  }
+  const EndpointSignals& c = s->calls;
+  std::array<KeyedValue, 3> shares;
+  for (std::size_t i = 0, n = endpoint_utilization(c, shares); i < n; ++i) u.set(shares[i].key, shares[i].value);
+  if (s->error_share) u.set(orca::kSignalErrors, clamp01(*s->error_share));
+  r.set_application_utilization(clamp01(dependency_composite(*s).value_or(0.0)));
+  r.set_rps_fractional(c.rps);
+  r.set_eps(c.eps);
+  nm.set(orca::kMetricInflight, c.inflight_now);
+  nm.set(orca::kMetricInflightAvg, c.inflight_avg);
+  if (c.concurrency) nm.set(orca::kMetricConcurrency, *c.concurrency);
+  if (c.p50_ms) nm.set(orca::kMetricLatencyP50Ms, *c.p50_ms);
+  if (c.p90_ms) nm.set(orca::kMetricLatencyP90Ms, *c.p90_ms);
+  if (c.p99_ms) nm.set(orca::kMetricLatencyP99Ms, *c.p99_ms);
+  nm.set(orca::kMetricWindowRequests, static_cast<double>(c.window_requests));
+  nm.set(orca::kMetricWindowSeconds, c.window_seconds);
+  nm.set(orca::kMetricConnectFailures, static_cast<double>(s->window_connect_failures));
+  nm.set(orca::kMetricResets, static_cast<double>(s->window_resets));
+  nm.set(orca::kMetricSloTargetMs, static_cast<double>(dependency.target.count()) / 1e6);
+  nm.set(orca::kMetricSloMaxMs, static_cast<double>(dependency.max.count()) / 1e6);
+  add_meta(nm, meta);
+}
+
 orca::Report build_endpoint_report(const EndpointConfig& endpoint, const EndpointSignals* s, const ReportMeta& meta,
                                    std::optional<double> cpu) {
   orca::Report r;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "agent/config/config.h"
+#include "agent/signals/dependency_signals.h"
 #include "agent/signals/endpoint_signals.h"
 #include "agent/signals/normalize.h"
 #include "agent/signals/signals.h"
@@ -111,6 +112,17 @@ inline constexpr double kInstanceUtilizationFloor = 0.01;
 // = the largest of its shares and that CPU, and the instance's named metrics.
 void build_instance_report_into(const EndpointConfig& endpoint, const EndpointSignals* signals,
                                 const InstanceFigures& figures, const ReportMeta& meta, orca::Report& out);
+
+// dependency.<name>.orca (docs/dependencies.md). With signals:
+// utilization[latency.slo_target, latency.slo_max, concurrency (when
+// max_concurrency is declared), errors], rps_fractional (calls answered per
+// second), eps (failed calls per second), application_utilization = the
+// largest of those shares (not the node's CPU: the dependency's load is
+// elsewhere), and the raw figures in named_metrics as an endpoint's plus the
+// window's connect failures and resets. Without (no eBPF): only the metadata
+// and headroom.ebpf.unavailable = 1.
+void build_dependency_report_into(const DependencyConfig& dependency, const DependencySignals* signals,
+                                  const ReportMeta& meta, orca::Report& out);
 
 // Named metric keys of endpoint reports.
 inline constexpr std::string_view kEbpfUnavailableKey = orca::kMetricEbpfUnavailable;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // A source of report scopes beside the node: one row of the pipeline's
 // sampler table (agent/daemon/pipeline.cc). The endpoints' eBPF probe is
-// one; a new probe set (outbound calls) adds a row and a class like
-// EndpointScopes, and the pipeline, the reload and the publishers stay as
-// they are.
+// one (EndpointScopes), the dependencies' another (DependencyScopes); a new
+// probe set adds a row and such a class, and the pipeline, the reload and
+// the publishers stay as they are.
 #pragma once
 
 #include <cstdint>

@@ -188,8 +188,55 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"wrong_type", "[agent]\ninterval = 100\n", "agent.interval", 78},
         BadInput{"zero_interval", "[agent]\ninterval = \"0ms\"\n", "greater than 0", 78},
         BadInput{"weight_out_of_range", "[node.weights]\ncpu = 1.5\n", "[0, 1]", 78},
-        BadInput{"cgroup_missing", "[node]\ncgroup = \"system.slice/no-such.service\"\n", "no-such.service", 78}),
+        BadInput{"cgroup_missing", "[node]\ncgroup = \"system.slice/no-such.service\"\n", "no-such.service", 78},
+        BadInput{"dependency_host_name",
+                 "[[dependency]]\nname = \"db\"\naddress = \"db.internal:5432\"\ntarget = \"5ms\"\nmax = \"1s\"\n",
+                 "headroom.toml:3:11: dependency[0].address: \"db.internal\" is a host name", 78},
+        BadInput{"dependency_no_remote", "[[dependency]]\nname = \"db\"\ntarget = \"5ms\"\nmax = \"1s\"\n",
+                 "names no remote side", 78}),
     [](const ::testing::TestParamInfo<BadInput>& param_info) { return std::string(param_info.param.name); });
+
+// A dependency's configuration is checked like the rest, on the command line
+// too; with agent.ebpf = "off" its report is published, saying the probe
+// does not measure it.
+TEST(Headroomd, DependenciesAreCheckedAndPublishedWithoutEbpf) {
+  TempDir dir;
+  const auto config = dir.write("headroom.toml",
+                                "[agent]\nebpf = \"off\"\n[[dependency]]\nname = \"cache\"\n"
+                                "address = \"[2001:db8::5]:6379\"\nprotocol = \"generic\"\ntarget = \"2ms\"\n"
+                                "max = \"50ms\"\nmax_concurrency = 8\n");
+  auto args = daemon_args(dir, config);
+  args.push_back("--check-config");
+  auto checked = testing::run(args, dir);
+  EXPECT_EQ(checked.code, 0) << checked.err;
+  EXPECT_NE(checked.out.find("configuration is valid"), std::string::npos) << checked.out;
+
+  args = daemon_args(dir, config);
+  args.insert(args.end(), {"--dependency", "name=cache,port=80,target=1ms,max=2ms", "--check-config"});
+  auto clash = testing::run(args, dir);
+  EXPECT_EQ(clash.code, 78) << clash.err;
+  EXPECT_NE(clash.err.find("dependency[1].name: duplicate name \"cache\""), std::string::npos) << clash.err;
+
+  args = daemon_args(dir, config);
+  args.insert(args.end(), {"--dependency", "name=api,address=api.local:80,target=1ms,max=2ms", "--check-config"});
+  auto bad_flag = testing::run(args, dir);
+  EXPECT_EQ(bad_flag.code, 64) << bad_flag.err;
+  EXPECT_NE(bad_flag.err.find("--dependency 'name=api,address=api.local:80,target=1ms,max=2ms': address: "),
+            std::string::npos)
+      << bad_flag.err;
+
+  args = daemon_args(dir, config);
+  args.insert(args.end(), {"--dependency", "name=api,port=443,target=10ms,max=1s", "--once"});
+  auto once = testing::run(args, dir);
+  ASSERT_EQ(once.code, 0) << once.err;
+  for (const char* name : {"dependency.cache.orca", "dependency.api.orca"}) {
+    auto report = orca::read_report_file(dir / (std::string("orca/") + name));
+    ASSERT_TRUE(report) << name << ": " << report.error().message;
+    EXPECT_EQ(report->named_metrics().at("headroom.ebpf.unavailable"), 1.0) << name;
+    EXPECT_TRUE(report->utilization().empty()) << name;
+  }
+  EXPECT_NE(once.err.find("dependency signals are off"), std::string::npos) << once.err;
+}
 
 TEST(Headroomd, UnreadableConfigIsAConfigError) {
   TempDir dir;

@@ -43,7 +43,9 @@ INTERVAL_MS = 100  # agent.interval in every case
 RSS_LIMIT_MIB = 40
 
 # Families that may have no series at all: no publisher failed yet.
-MAY_BE_EMPTY = {"headroom_publish_failures_total"}
+# headroom_dependency_calls_in_flight: a dependency's gauge only while the
+# dependency probe measures it (test_3 declares one, measured or not).
+MAY_BE_EMPTY = {"headroom_publish_failures_total", "headroom_dependency_calls_in_flight"}
 DOCUMENTED_LE = ["0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5",
                  "1", "2.5", "5", "10", "+Inf"]
 
@@ -120,7 +122,7 @@ class Agent:
     """headroomd --config FILE, FILE written from keyword settings."""
 
     def __init__(self, case, tmp, *, listen="", textfile="", textfile_interval="200ms", endpoints=(),
-                 log_level="info", interval="100ms", name="headroomd"):
+                 log_level="info", interval="100ms", name="headroomd", dependencies=()):
         self.case = case
         self.tmp = tmp
         self.orca_dir = os.path.join(tmp, "orca")
@@ -128,7 +130,8 @@ class Agent:
         self.node_orca = os.path.join(self.orca_dir, "node.orca")
         self.config_path = os.path.join(tmp, "headroom.toml")
         self.settings = dict(listen=listen, textfile=textfile, textfile_interval=textfile_interval,
-                             endpoints=list(endpoints), log_level=log_level, interval=interval)
+                             endpoints=list(endpoints), log_level=log_level, interval=interval,
+                             dependencies=list(dependencies))
         self.listen = listen
         self.host, self.port = None, None
         if listen:
@@ -149,10 +152,11 @@ class Agent:
         if s["textfile"]:
             lines.append("textfile = " + toml_string(s["textfile"]))
             lines.append("textfile_interval = " + toml_string(s["textfile_interval"]))
-        for e in s["endpoints"]:
-            lines += ["", "[[endpoint]]"]
-            for key, value in e.items():
-                lines.append(f"{key} = " + (str(value) if isinstance(value, int) else toml_string(value)))
+        for section, entries in (("endpoint", s["endpoints"]), ("dependency", s["dependencies"])):
+            for e in entries:
+                lines += ["", f"[[{section}]]"]
+                for key, value in e.items():
+                    lines.append(f"{key} = " + (str(value) if isinstance(value, int) else toml_string(value)))
         return "\n".join(lines) + "\n"
 
     def write_config(self, **overrides):
@@ -652,7 +656,8 @@ class PrometheusTest(unittest.TestCase):
         os.mkdir(textdir)
         textfile = os.path.join(textdir, "headroom.prom")
         agent = Agent(self, self.tmp, listen=f"127.0.0.1:{free_port()}", textfile=textfile,
-                      endpoints=[self.web_endpoint(server.port, max_concurrency=8)])
+                      endpoints=[self.web_endpoint(server.port, max_concurrency=8)],
+                      dependencies=[dict(name="cache", port=6379, target="2ms", max="50ms")])
         agent.wait_ready(need_ebpf=True)
         load = harness.start_load(self, self.tmp, server.port, rate=100, duration="2s")
         self.assertEqual(load.wait(10), 0, load.err())

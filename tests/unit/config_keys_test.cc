@@ -31,6 +31,10 @@ std::string entry_with(std::string_view section, std::string_view key, const std
   std::map<std::string, std::string, std::less<>> keys;
   if (section == "endpoint")
     keys = {{"name", "\"a\""}, {"port", "80"}, {"target", "\"10ms\""}, {"max", "\"100ms\""}};
+  else if (section == "dependency" && key == "address")  // address takes port's place: one of the two
+    keys = {{"name", "\"a\""}, {"target", "\"10ms\""}, {"max", "\"100ms\""}};
+  else if (section == "dependency")
+    keys = {{"name", "\"a\""}, {"port", "6379"}, {"target", "\"10ms\""}, {"max", "\"100ms\""}};
   else
     keys = {{"file", "\"/run/orca/envoy/node.pressure\""}};
   keys[std::string(key)] = value;
@@ -96,6 +100,12 @@ TEST(ConfigKeyTable, DefaultsAreTheStructDefaults) {
       ASSERT_EQ(with.endpoints.size(), 1u) << row.key;
       ASSERT_EQ(without.endpoints.size(), 1u) << row.key;
       EXPECT_EQ(with.endpoints[0], without.endpoints[0]) << row.key;
+    } else if (section.repeated && row.section == "dependency") {
+      const Config with = must_parse(entry_with(row.section, row.key, std::string(row.default_value)));
+      const Config without = must_parse(entry_with(row.section, "name", "\"a\""));
+      ASSERT_EQ(with.dependencies.size(), 1u) << row.key;
+      ASSERT_EQ(without.dependencies.size(), 1u) << row.key;
+      EXPECT_EQ(with.dependencies[0], without.dependencies[0]) << row.key;
     } else if (section.repeated) {
       const Config c = must_parse(entry_with(row.section, row.key, std::string(row.default_value)));
       ASSERT_EQ(c.envoy.size(), 1u) << row.key;

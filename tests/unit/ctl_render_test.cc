@@ -382,6 +382,24 @@ TEST(CtlWatch, EndpointRowsAndUnavailableLatency) {
   EXPECT_EQ(t.rows[1].back(), "ok, latency unavailable (no eBPF)");
 }
 
+// A dependency's report, like an endpoint's aggregate, has no machine fields.
+TEST(CtlWatch, DependencyRowsHaveNoMachineFields) {
+  std::vector<WatchEntry> entries;
+  entries.push_back({"node", node_report(kNow - 100), ""});
+  entries.push_back({"dependency.cache", make_report(kNow - 100, 5, 100, {{"errors", 0.25}}), ""});
+  const Table t = build_watch_table(entries, kNow);
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_EQ(t.rows[1][0], "dependency.cache");
+  EXPECT_EQ(t.rows[1][3], "-");  // CPU
+  EXPECT_EQ(t.rows[1][4], "-");  // MEM
+  EXPECT_EQ(t.rows[1].back(), "ok");
+  const auto lines = render_report("/run/orca/dependency.cache.orca", entries[1].report.value(), kNow);
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  EXPECT_EQ(all.find("cpu_utilization"), std::string::npos) << all;
+  EXPECT_NE(all.find("errors"), std::string::npos) << all;
+}
+
 // ---------------------------------------------------------------- instances
 
 orca::Report instance_report(int64_t ts, uint64_t netns, bool gone = false, bool no_cgroup = false) {

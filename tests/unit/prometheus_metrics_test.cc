@@ -30,6 +30,7 @@ namespace {
 using namespace std::chrono_literals;
 using prometheus::MetricFamily;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 uint32_t bucket_of_seconds(double s) { return hr_hist_bucket(static_cast<uint64_t>(s * 1e9)); }
 // What a tick carries for a kernel bucket's requests (agent/signals/endpoint_scopes.cc).
@@ -138,6 +139,36 @@ Samples samples(const std::vector<MetricFamily>& families) {
     }
   }
   return out;
+}
+
+// Appends dependency `name` to a filled tick: its report from `signals` (null:
+// unmeasured) and, when given, this tick's counts.
+void add_dependency(Tick& tick, const agent::DependencyConfig& config, const agent::DependencySignals* signals,
+                    std::optional<publishers::EndpointCounts> counts, uint64_t connect_failures = 0,
+                    uint64_t resets = 0) {
+  auto& r = tick.reports.emplace_back();
+  r.scope = orca::dependency_scope(config.name);
+  agent::build_dependency_report_into(config, signals, tick.meta, r.report);
+  r.report.SerializeToString(&r.bytes);
+  auto& t = tick.dependencies.emplace_back();
+  t.name = config.name;
+  t.report = tick.reports.size() - 1;
+  t.target_seconds = std::chrono::duration<double>(config.target).count();
+  t.max_seconds = std::chrono::duration<double>(config.max).count();
+  t.measured = signals != nullptr;
+  t.counted = counts.has_value();
+  if (counts) t.counts = *counts;
+  t.connect_failures = connect_failures;
+  t.resets = resets;
+}
+
+agent::DependencyConfig dependency(const std::string& name) {
+  agent::DependencyConfig d;
+  d.name = name;
+  d.port = 6379;
+  d.target = 2ms;
+  d.max = 50ms;
+  return d;
 }
 
 const MetricFamily* find(const std::vector<MetricFamily>& families, const std::string& name) {
@@ -399,9 +430,67 @@ TEST_F(MetricsStateTest, TextExpositionFollowsTheConventions) {
   }
 }
 
+// A dependency's series: its shares under scope="dependency", its counters
+// summed tick by tick, its histogram, and its series gone once it is.
+TEST_F(MetricsStateTest, DependenciesHaveTheirOwnSeriesWithADependencyLabel) {
+  const agent::DependencyConfig cache = dependency("cache");
+  agent::DependencySignals s;
+  s.calls.share_over_target = 0.25;
+  s.calls.share_over_max = 0.125;
+  s.calls.inflight_now = 3;
+  s.error_share = 0.5;
+  add_dependency(tick_, cache, &s, interval(4, {{0.0007, 3}, {0.02, 1}}), 2, 1);
+  state_.update(tick_);
+  // The next tick counts as much again.
+  state_.update(tick_);
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, state_.families("x"));
+  const std::string text = out.str();
+  for (const char* line : {
+           "headroom_utilization_ratio{dependency=\"cache\",scope=\"dependency\",signal=\"errors\"} 0.5\n",
+           "headroom_utilization_ratio{dependency=\"cache\",scope=\"dependency\",signal=\"latency.slo_target\"} 0.25\n",
+           "headroom_application_utilization_ratio{dependency=\"cache\",scope=\"dependency\"} 0.5\n",
+           "headroom_dependency_calls_total{dependency=\"cache\"} 8\n",
+           "headroom_dependency_errors_total{dependency=\"cache\"} 2\n",
+           "headroom_dependency_connect_failures_total{dependency=\"cache\"} 4\n",
+           "headroom_dependency_resets_total{dependency=\"cache\"} 2\n",
+           "headroom_dependency_call_duration_seconds_bucket{dependency=\"cache\",le=\"0.001\"} 6\n",
+           "headroom_dependency_call_duration_seconds_bucket{dependency=\"cache\",le=\"+Inf\"} 8\n",
+           "headroom_dependency_calls_in_flight{dependency=\"cache\"} 3\n",
+           "headroom_dependency_slo_seconds{dependency=\"cache\",slo=\"max\"} 0.05\n",
+           "headroom_dependencies 1\n",
+       })
+    EXPECT_THAT(text, HasSubstr(line));
+  EXPECT_THAT(text, Not(HasSubstr("endpoint=\"cache\""))) << "a dependency is not an endpoint";
+
+  // Unmeasured: counters stay, shares and in-flight go.
+  tick_.dependencies.clear();
+  tick_.reports.pop_back();
+  add_dependency(tick_, cache, nullptr, std::nullopt);
+  state_.update(tick_);
+  std::ostringstream off;
+  prometheus::TextSerializer().Serialize(off, state_.families("x"));
+  EXPECT_THAT(off.str(), HasSubstr("headroom_dependency_calls_total{dependency=\"cache\"} 8\n"));
+  EXPECT_THAT(off.str(), Not(HasSubstr("scope=\"dependency\"")));
+  EXPECT_THAT(off.str(), Not(HasSubstr("headroom_dependency_calls_in_flight{")));
+
+  // Removed by a reload: its series leave; back again, it starts from 0.
+  tick_.dependencies.clear();
+  tick_.reports.pop_back();
+  state_.update(tick_);
+  EXPECT_TRUE(state_.dependencies().empty());
+  add_dependency(tick_, cache, &s, std::nullopt);
+  state_.update(tick_);
+  ASSERT_EQ(state_.dependencies().size(), 1u);
+  EXPECT_EQ(state_.dependencies()[0].counts.requests, 0u);
+}
+
 // docs/metrics.md is the contract: every family headroomd exposes has a row
 // (name, type) there and appears in at least one example query.
 TEST_F(MetricsStateTest, DocsNameEveryMetricWithItsTypeAndAQuery) {
+  agent::DependencySignals s;
+  s.error_share = 0.1;
+  add_dependency(tick_, dependency("cache"), &s, interval(1, {{0.001, 1}}));
   state_.update(tick_);
   std::ifstream in(std::string(HEADROOM_SOURCE_DIR) + "/docs/metrics.md");
   std::stringstream doc;
@@ -418,7 +507,7 @@ TEST_F(MetricsStateTest, DocsNameEveryMetricWithItsTypeAndAQuery) {
                                                                {prometheus::MetricType::Gauge, "gauge"},
                                                                {prometheus::MetricType::Histogram, "histogram"}};
   const auto families = state_.families("x");
-  EXPECT_EQ(families.size(), 21u) << "a metric was added or removed: update docs/metrics.md and this count";
+  EXPECT_EQ(families.size(), 31u) << "a metric was added or removed: update docs/metrics.md and this count";
   for (const auto& f : families) {
     EXPECT_THAT(text, HasSubstr("| `" + f.name + "` | " + types.at(f.type) + " |")) << f.name;
     EXPECT_THAT(queries, HasSubstr(f.name)) << "no example query uses " << f.name;
