@@ -25,6 +25,7 @@ apt-get install -y -q --no-install-recommends \
   podman runc \
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio \
   nghttp2-server nghttp2-client python3-h2 \
+  redis-server redis-tools \
   nlohmann-json3-dev
 # clang, llvm (llvm-strip) and bpftool build the eBPF programs; clang with
 # libclang-rt-14-dev (libFuzzer's runtime, only recommended by clang) builds
@@ -47,6 +48,8 @@ apt-get install -y -q --no-install-recommends \
 # of the HTTP/2 endpoint tests (tests/http2/), with nghttp2-server (nghttpd)
 # and nghttp2-client (h2load): a real HTTP/2 server and load generator;
 # python3-h2 is another HTTP/2 implementation (its own HPACK encoder).
+# redis-server and redis-tools (redis-cli) are the generic request/response
+# dependency the dependency probe's tests call (tests/integration/).
 # Node.js and npm run grpc-js, the weighted_round_robin client of
 # tests/oob/wrr_test.py. Only when missing: a machine with NodeSource's
 # nodejs (which bundles npm and conflicts with Debian's npm) keeps its own.
