@@ -123,8 +123,9 @@ bool latency_close(double headroom_ms, double client_ms) {
 // headroomd with endpoints, publishing every 100 ms into a tmpfs directory.
 class Agent {
  public:
+  // extra: more of headroomd's flags (--dependency ...).
   Agent(const TempDir& dir, const std::string& smoothing, const std::vector<std::string>& endpoints,
-        bool no_ebpf = false)
+        bool no_ebpf = false, const std::vector<std::string>& extra = {})
       : dir_(dir) {
     const auto config =
         dir.write("headroom.toml", "[agent]\ninterval = \"100ms\"\nsmoothing = \"" + smoothing + "\"\n");
@@ -134,6 +135,7 @@ class Agent {
       args.push_back(e);
     }
     if (no_ebpf) args.emplace_back("--no-ebpf");
+    args.insert(args.end(), extra.begin(), extra.end());
     proc_ = std::make_unique<Process>(args, dir);
   }
   ~Agent() {
@@ -610,6 +612,54 @@ TEST(EndpointEbpf, PercentilesAndSloShareMatchTheClientOnAKeepAliveHttpServer) {
   // at most one per connection cut off at the client's deadline).
   EXPECT_NEAR(h_requests, client.requests, 0.02 * client.requests)
       << "requests: headroom.window.requests " << h_requests << ", client " << client.requests;
+}
+
+// 1b. The same exchanges seen from both sides at once: the port is an
+// endpoint on this node and, for the load generator calling it, a
+// [[dependency]] (docs/dependencies.md). Both probes are attached in one
+// headroomd; each report must match the client, and neither may count the
+// other side's bytes (the endpoint the client's writes as answers, the
+// dependency the server's). The dependency counts the calls the client
+// abandoned at its deadline as failed (docs/dependencies.md): the endpoint
+// as aborted.
+TEST(EndpointEbpf, AnEndpointAndADependencyOnOnePortBothMatchTheClient) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "http", "--delay", "/fast=1ms", "--delay", "/slow=20ms"});
+  ASSERT_NE(server.port, 0);
+  const std::string port = std::to_string(server.port);
+  Agent agent(dir, "6s", {"name=mix,port=" + port + ",path=/,target=10ms,max=500ms"}, false,
+              {"--dependency", "name=mixdep,address=127.0.0.1:" + port + ",target=10ms,max=500ms"});
+  ASSERT_TRUE(agent.wait_ready({"mix"}));
+
+  std::vector<std::string> args{"--mode", "http", "--connections", "4", "--duration", "4s", "--over", "10ms"};
+  for (int i = 0; i < 9; ++i) args.insert(args.end(), {"--path", "/fast"});
+  args.insert(args.end(), {"--path", "/slow"});
+  const auto client = run_load(dir, server.port, args);
+  const auto ep = agent.fresh("mix");
+  const auto dep = agent.report("dependency.mixdep");
+  ASSERT_TRUE(dep.has_value()) << "no dependency.mixdep report";
+  const double c_share = client.over.contains("10ms") ? client.over.at("10ms") : std::nan("");
+  std::cout << "[ both sides ] client " << client.json << "\n[ both sides ] endpoint " << describe(ep)
+            << "\n[ both sides ] dependency " << describe(*dep) << "\n";
+
+  ASSERT_GT(client.requests, 2000) << client.json;
+  EXPECT_EQ(client.errors, 0) << client.json;
+  for (const auto* r : {&ep, &*dep}) {
+    const char* side = r == &ep ? "endpoint" : "dependency";
+    const double share = util_or(*r, "latency.slo_target"), requests = metric_or(*r, "headroom.window.requests");
+    EXPECT_NEAR(share, c_share, 0.02) << side << ": latency.slo_target " << share << ", client over[10ms] "
+                                      << c_share << " (want within 2 points)";
+    EXPECT_NEAR(requests, client.requests, 0.02 * client.requests)
+        << side << ": headroom.window.requests " << requests << ", client " << client.requests;
+    EXPECT_TRUE(latency_close(metric_or(*r, "headroom.latency.p50_ms"), client.p50_ms))
+        << side << ": p50 " << metric_or(*r, "headroom.latency.p50_ms") << " ms, client " << client.p50_ms << " ms";
+  }
+  // The server answered every call; the only failed ones are those the
+  // client gave up when its run ended (closed with the call in flight).
+  const double failed = util_or(*dep, "errors", -1) * metric_or(*dep, "headroom.window.requests");
+  EXPECT_NEAR(failed, client.outstanding, 0.5) << "failed calls: the client abandoned " << client.outstanding
+                                               << " at its deadline and no other failed: " << describe(*dep);
 }
 
 // 2. Debian's nginx, loaded by Debian's wrk over keep-alive connections.
