@@ -91,6 +91,10 @@ Error at_key(Result<void> failed, std::string_view key);
 // target (checked) or max (checked against target once both are read).
 Result<void> flag_latency(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds>& target,
                           std::optional<std::chrono::nanoseconds>& max);
+// A flag's port (1..65535) and max_concurrency values; the error names the
+// key and, for the port, gives `example`.
+Result<uint16_t> flag_port(std::string_view key, std::string_view value, std::string_view example);
+Result<uint32_t> flag_max_concurrency(std::string_view key, std::string_view value);
 struct FlagForm {
   std::string_view section;  // its keys are the table's rows
   std::string_view form;     // "name=NAME,port=PORT,..."

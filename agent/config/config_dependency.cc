@@ -214,10 +214,9 @@ Result<void> set_dependency_field(DependencyConfig& d, std::string_view key, std
     d.host = a->host;
     d.port = a->port;
   } else if (key == "port") {
-    const auto n = flag_integer(value);
-    if (!n) return problem("expected an integer TCP port such as 6379, got " + quote(value), std::string(key));
-    if (auto r = check_endpoint_port(*n, value); !r) return at_key(std::move(r), key);
-    d.port = static_cast<uint16_t>(*n);
+    auto port = flag_port(key, value, "6379");
+    if (!port) return std::move(port).error();
+    d.port = *port;
   } else if (key == "callers_cgroup") {
     if (auto r = check_callers_cgroup(value); !r) return at_key(std::move(r), key);
     d.callers_cgroup = std::string(value);
@@ -230,10 +229,9 @@ Result<void> set_dependency_field(DependencyConfig& d, std::string_view key, std
   } else if (key == "target" || key == "max") {
     return flag_latency(key, value, target, max);
   } else {  // max_concurrency
-    const auto n = flag_integer(value);
-    if (!n) return problem("expected an integer such as 64, got " + quote(value), std::string(key));
-    if (auto r = check_max_concurrency(*n, value); !r) return at_key(std::move(r), key);
-    d.max_concurrency = static_cast<uint32_t>(*n);
+    auto n = flag_max_concurrency(key, value);
+    if (!n) return std::move(n).error();
+    d.max_concurrency = *n;
   }
   return {};
 }

@@ -39,10 +39,9 @@ Result<void> set_field(EndpointConfig& c, std::string_view key, std::string_view
     if (auto r = check_endpoint_name(value); !r) return at_key(std::move(r), key);
     c.name = std::string(value);
   } else if (key == "port") {
-    const auto n = flag_integer(value);
-    if (!n) return problem("expected an integer TCP port such as 8080, got " + quote(value), std::string(key));
-    if (auto r = check_endpoint_port(*n, value); !r) return at_key(std::move(r), key);
-    c.port = static_cast<uint16_t>(*n);
+    auto port = flag_port(key, value, "8080");
+    if (!port) return std::move(port).error();
+    c.port = *port;
   } else if (key == "path") {
     if (auto r = check_endpoint_path(value); !r) return at_key(std::move(r), key);
     c.path = std::string(value);
@@ -52,10 +51,9 @@ Result<void> set_field(EndpointConfig& c, std::string_view key, std::string_view
   } else if (key == "target" || key == "max") {
     return flag_latency(key, value, target, max);
   } else {  // max_concurrency
-    const auto n = flag_integer(value);
-    if (!n) return problem("expected an integer such as 64, got " + quote(value), std::string(key));
-    if (auto r = check_max_concurrency(*n, value); !r) return at_key(std::move(r), key);
-    c.max_concurrency = static_cast<uint32_t>(*n);
+    auto n = flag_max_concurrency(key, value);
+    if (!n) return std::move(n).error();
+    c.max_concurrency = *n;
   }
   return {};
 }
@@ -77,6 +75,22 @@ Error at_key(Result<void> failed, std::string_view key) {
   Error err = std::move(failed).error();
   err.key = std::string(key);
   return err;
+}
+
+Result<uint16_t> flag_port(std::string_view key, std::string_view value, std::string_view example) {
+  const auto n = flag_integer(value);
+  if (!n)
+    return problem("expected an integer TCP port such as " + std::string(example) + ", got " + quote(value),
+                   std::string(key));
+  if (auto r = check_endpoint_port(*n, value); !r) return at_key(std::move(r), key);
+  return static_cast<uint16_t>(*n);
+}
+
+Result<uint32_t> flag_max_concurrency(std::string_view key, std::string_view value) {
+  const auto n = flag_integer(value);
+  if (!n) return problem("expected an integer such as 64, got " + quote(value), std::string(key));
+  if (auto r = check_max_concurrency(*n, value); !r) return at_key(std::move(r), key);
+  return static_cast<uint32_t>(*n);
 }
 
 Result<void> flag_latency(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds>& target,
