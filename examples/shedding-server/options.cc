@@ -59,7 +59,7 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_flag("--no-shed", o.no_shed, "Shed nothing on the endpoint's report (for comparison)");
   app.add_option("--dependency", o.dependency, "HTTP/1.1 service (IPv4 host:port) that requests under "
                  "--dependency-path call from the worker");
-  app.add_option("--dependency-path", o.dependency_path, "Path prefix of the requests that call --dependency")
+  app.add_option("--dependency-path", o.dependency_path, "Path prefix of the requests that call --dependency (with their own path)")
       ->capture_default_str();
   app.add_option("--dependency-timeout", f.dependency_timeout, "How long a worker waits for the dependency's answer")
       ->capture_default_str();

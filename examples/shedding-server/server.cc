@@ -195,7 +195,8 @@ struct Job {
   int bucket = 0;
   bool head = false;        // HEAD: the response carries no body
   bool keep_alive = true;
-  bool dependency = false;  // under --dependency-path: the worker calls the dependency
+  bool dependency = false;  // under --dependency-path: the worker calls the dependency for `path`
+  std::string path;
   CallResult result = CallResult::ok;
 };
 
@@ -218,7 +219,7 @@ class WorkQueue {
     cv_.notify_all();
   }
   // dependency: this worker's connection to --dependency, null without one.
-  void work(int64_t cost_ns, DependencyClient* dependency, const std::string& path, const std::atomic<bool>& stop) {
+  void work(int64_t cost_ns, DependencyClient* dependency, const std::atomic<bool>& stop) {
     for (;;) {
       Job job;
       {
@@ -230,7 +231,7 @@ class WorkQueue {
         active_.fetch_add(1);
       }
       burn_cpu(cost_ns, stop);
-      if (job.dependency && dependency) job.result = dependency->call(path);
+      if (job.dependency && dependency) job.result = dependency->call(job.path);
       active_.fetch_sub(1);
       { std::lock_guard lock(done_mu_); done_.push_back(job); }
       const uint64_t one = 1;
@@ -388,7 +389,7 @@ class Server {
         }
       }
       c.busy = true;
-      queue_.push(Job{c.id, b, head, r.keep_alive, dependency});
+      queue_.push(Job{c.id, b, head, r.keep_alive, dependency, dependency ? r.path : std::string()});
     }
   }
 
@@ -602,7 +603,7 @@ int main(int argc, char** argv) {
     threads.emplace_back([&] {
       std::optional<DependencyClient> client;
       if (dependency) client.emplace(*dependency, timeout);
-      queue.work(opt.cost_ns, client ? &*client : nullptr, opt.dependency_path, stop);
+      queue.work(opt.cost_ns, client ? &*client : nullptr, stop);
     });
   if (!opt.no_shed || gate)
     threads.emplace_back([&, s = std::move(*shedder)]() mutable {

@@ -34,6 +34,7 @@
 #include "headroom/orca/shedder.h"
 #include "process.h"
 #include "temp_dir.h"
+#include "test_server.h"
 
 namespace headroom {
 namespace {
@@ -71,6 +72,7 @@ class Client {
     int status = 0;
     std::string head, body;
     bool shed_header = false;  // x-headroom-shed: 1
+    bool fail_fast_header = false;  // x-headroom-fail-fast: 1
   };
 
   explicit Client(int port) {
@@ -124,6 +126,7 @@ class Client {
       for (auto& ch : line) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
       if (line.rfind("content-length:", 0) == 0) length = std::strtoul(line.c_str() + 15, nullptr, 10);
       if (line.rfind("x-headroom-shed: 1", 0) == 0) r.shed_header = true;
+      if (line.rfind("x-headroom-fail-fast: 1", 0) == 0) r.fail_fast_header = true;
     }
     while (buf_.size() < length)
       if (!fill()) return std::nullopt;
@@ -527,6 +530,86 @@ TEST_F(SheddingServer, MissingDirectoryFailsOpenThenFollows) {
   const std::string err = server.err();
   const auto first = err.find("shedding nothing");
   EXPECT_EQ(err.find("shedding nothing", first + 1), std::string::npos) << "said more than once:\n" << err;
+}
+
+// A dependency's report as headroomd writes it: the window's failed share
+// and its calls, fresh for three minutes.
+orca::Report dependency_report(double errors, double calls, uint64_t seq) {
+  orca::Report r;
+  (*r.mutable_utilization())[std::string(orca::kSignalErrors)] = errors;
+  auto& nm = *r.mutable_named_metrics();
+  nm[std::string(orca::kMetricWindowRequests)] = calls;
+  nm[std::string(orca::kMetricWindowSeconds)] = 1.0;
+  nm[std::string(orca::kTimestampMsKey)] = static_cast<double>(unix_now_ms());
+  nm[std::string(orca::kSeqKey)] = static_cast<double>(seq);
+  nm[std::string(orca::kIntervalMsKey)] = 60'000;
+  return r;
+}
+
+// 9. --dependency and --gate: requests under /dep call the dependency from
+// the worker; with no report the gate lets every call through (fail open);
+// once the dependency's report says most calls fail, they are failed fast
+// with the fallback and never reach it, while the other paths are served.
+TEST_F(SheddingServer, DependencyCallsGoThroughTheGate) {
+  auto dep = testing::start_test_server(logs_, {"--mode", "http", "--status", "/dep/bad=503"});
+  ASSERT_NE(dep.port, 0);
+  ShedServer server({"--no-shed", "--cost", "0", "--orca-dir", orca_.path(), "--dependency",
+                     "127.0.0.1:" + std::to_string(dep.port), "--gate", "dependency.store", "--fallback"},
+                    logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  auto ok = c.get("/dep/ok");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->head << ok->body;
+  EXPECT_FALSE(ok->fail_fast_header);
+  auto bad = c.get("/dep/bad");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 502) << "a 5xx answer of the dependency: " << bad->head << bad->body;
+  std::string s = stats(c);
+  EXPECT_EQ(stat(s, "dependency", "ok"), 1) << s;
+  EXPECT_EQ(stat(s, "dependency", "error_answer"), 1) << s;
+  EXPECT_NE(s.find("\"gate\":\"no_data\""), std::string::npos) << s;
+
+  const auto w = writer_->write("dependency.store.orca", dependency_report(0.9, 100, 1));
+  ASSERT_TRUE(w) << w.error().message;
+  std::optional<Client::Response> r;
+  ASSERT_TRUE(eventually([&] {
+    r = c.get("/dep/ok");
+    return r && r->fail_fast_header;
+  }, 5s)) << "the gate never failed a call fast on a report of 90 % failed calls";
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "fallback\n");
+  const double calls_before = stat(stats(c), "dependency", "ok");
+  for (int i = 0; i < 20; ++i) {
+    const auto f = c.get("/dep/ok");
+    ASSERT_TRUE(f);
+    EXPECT_TRUE(f->fail_fast_header) << "call " << i << " while open: " << f->head;
+  }
+  const auto other = c.get("/work");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->body, "served DEGRADED\n") << "a path that does not call the dependency is served";
+  s = stats(c);
+  EXPECT_EQ(stat(s, "dependency", "ok"), calls_before) << "no call reached the dependency while open: " << s;
+  EXPECT_GE(stat(s, "dependency", "fail_fast"), 21) << s;
+  EXPECT_NE(s.find("\"gate\":\"open\""), std::string::npos) << s;
+}
+
+// 10. The dependency's flags: --gate needs --dependency, which must be an
+// IPv4 host:port.
+TEST_F(SheddingServer, DependencyFlagsAreChecked) {
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), SHEDDING_SERVER_PATH);
+    return testing::run(std::move(args), logs_, 10s);
+  };
+  const auto gate = run({"--no-shed", "--gate", "dependency.store"});
+  EXPECT_NE(gate.code, 0);
+  EXPECT_NE(gate.err.find("--gate needs --dependency"), std::string::npos) << gate.err;
+  const auto address = run({"--no-shed", "--dependency", "store:6000"});
+  EXPECT_NE(address.code, 0);
+  EXPECT_NE(address.err.find("--dependency store:6000"), std::string::npos) << address.err;
+  const auto timeout = run({"--no-shed", "--dependency", "127.0.0.1:6000", "--dependency-timeout", "0"});
+  EXPECT_NE(timeout.code, 0);
+  EXPECT_NE(timeout.err.find("--dependency-timeout"), std::string::npos) << timeout.err;
 }
 
 // Malformed requests get 400 and a closed connection; bodies are read whole;
