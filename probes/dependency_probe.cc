@@ -355,6 +355,7 @@ Result<void> DependencyProbe::read(DependencySnapshot& out, int64_t now_ns) {
     out.http2.desyncs += c.desyncs;
     out.http2.resyncs += c.resyncs;
     out.http2.lost += c.lost;
+    out.http2.hpack_lost += c.hpack_lost;
   }
   out.at_ns = now_ns;
   out.table_used = used;

@@ -81,6 +81,7 @@ struct DependencyHttp2Counts {
   uint64_t desyncs = 0;  // walks that lost the frame boundaries
   uint64_t resyncs = 0;  // directions found again at a piece starting with the preface or a plausible frame
   uint64_t lost = 0;     // streams in flight given up uncounted when the server's frames were lost
+  uint64_t hpack_lost = 0;  // connections whose server header blocks could no longer be followed
 };
 
 struct DependencySnapshot {

@@ -101,6 +101,15 @@ struct hr_dep_h2 {
   __u32 snd_end;        /* write_seq up to which the writes were walked */
   __u32 rcv_seen;       /* rcv_nxt up to which the arrivals were walked */
   __u32 last_sid;       /* the highest stream id the client opened */
+  /* The server's HPACK encoder, followed as the endpoint side follows it
+   * (struct hr_h2_conn): the entries it inserted, and for the latest
+   * HR_H2_RING by insertion number whether the entry's name is grpc-status
+   * and whether it means an error. hpack_lost: a block the walk could not
+   * follow, so indexes into the dynamic table are no longer known. */
+  __u32 inserts;
+  __u32 hpack_lost;
+  __u64 grpc_status_name[HR_H2_RING / 64];
+  __u64 error_entry[HR_H2_RING / 64];
   struct hr_dep_h2_stream s[HR_DEP_H2_STREAMS];
 };
 
@@ -112,6 +121,7 @@ struct hr_dep_h2_stats {
   __u64 desyncs; /* walks that lost the frame boundaries (unreadable bytes, bad frames, the step budget) */
   __u64 resyncs; /* directions synced again at a piece that starts with a plausible frame */
   __u64 lost;    /* streams in flight given up uncounted because the server's frames were lost */
+  __u64 hpack_lost; /* connections whose server header blocks could no longer be followed */
 };
 
 #endif

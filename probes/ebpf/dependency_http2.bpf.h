@@ -24,6 +24,8 @@
 #include "h2_frame.bpf.h"
 
 #define DH2_STEPS 512 /* steps per piece: a skip or a frame header, ~2 per frame */
+#define DH2_BLOCK 256 /* server header block bytes read (a longer one: hpack lost) */
+#define DH2_FIELDS 32 /* header fields walked per block */
 
 /* Filled by the loader: 1 for a dep_port_cfg entry with an HTTP/2
  * dependency, so that HTTP/1 and generic ports pay one load for this file. */
@@ -59,6 +61,13 @@ struct dh2_v {
   __u32 out;      /* 1: the client's side */
   __u32 hash;     /* the connection's position in calls */
   __u32 drop;     /* the server's side was lost: give up the streams after the walk */
+  /* walking a server header block copied into b: position, end, findings */
+  __u32 bp;
+  __u32 bend;
+  __u32 berror;
+  __u32 bbroken;
+  /* twice the block: a masked position plus a bounded length stays inside */
+  __u8 b[2 * DH2_BLOCK];
 };
 
 struct {
@@ -104,7 +113,7 @@ static __always_inline struct hr_dep_h2 *dh2_new(struct sock *sk, __u32 dep) {
 /* ---- streams */
 
 /* Frees stream s's calls slot; counts its end unless how < 0. */
-static __always_inline void dh2_finish(struct hr_dep_h2_stream *s, __u64 sk, __u64 now, int how) {
+static __always_inline void dh2_finish(struct hr_dep_h2_stream *s, __u64 sk, __u64 now, int how, int error) {
   __u32 idx = s->slot - 1;
   const __u32 sid = s->sid;
   s->sid = 0;
@@ -116,7 +125,7 @@ static __always_inline void dh2_finish(struct hr_dep_h2_stream *s, __u64 sk, __u
   e->start_ns = 0;
   barrier();
   e->sk = 0;
-  if (how >= 0) count_end(dep, now > start ? now - start : 0, how, 0);
+  if (how >= 0) count_end(dep, now > start ? now - start : 0, how, error);
 }
 
 static __always_inline void dh2_open(struct dh2_walk *w, __u32 sid) {
@@ -149,7 +158,22 @@ static __always_inline void dh2_open(struct dh2_walk *w, __u32 sid) {
 
 static __always_inline void dh2_end(struct dh2_walk *w, __u32 sid, int how) {
   struct hr_dep_h2_stream *s = &w->c->s[(sid >> 1) & (HR_DEP_H2_STREAMS - 1)];
-  if (sid && s->sid == sid) dh2_finish(s, w->v->sk, w->v->now, how);
+  if (sid && s->sid == sid) dh2_finish(s, w->v->sk, w->v->now, how, 0);
+}
+
+/* The server's HEADERS for stream sid: the answer's first frame ends the
+ * stream; a block that says it failed is an error, also when it comes after
+ * the answer began (trailers). */
+static __always_inline void dh2_answer(struct dh2_walk *w, __u32 sid, int error) {
+  struct hr_dep_h2_stream *s = &w->c->s[(sid >> 1) & (HR_DEP_H2_STREAMS - 1)];
+  if (sid && s->sid == sid) {
+    dh2_finish(s, w->v->sk, w->v->now, END_ANSWER, error);
+    return;
+  }
+  if (!error) return;
+  __u32 dep = w->c->dep;
+  struct hr_dep_stats *st = bpf_map_lookup_elem(&dep_stats, &dep);
+  if (st) st->s.errors++;
 }
 
 struct dh2_release {
@@ -165,7 +189,7 @@ static long dh2_release_one(__u32 i, void *ctx) {
   struct hr_dep_h2_stream *s = &x->c->s[i & (HR_DEP_H2_STREAMS - 1)];
   if (!s->sid) return 0;
   if (x->how < 0) DH2_STAT(x->st, lost);
-  dh2_finish(s, x->sk, x->now, x->how);
+  dh2_finish(s, x->sk, x->now, x->how, 0);
   return 0;
 }
 
@@ -175,17 +199,161 @@ static __always_inline void dh2_release_all(struct hr_dep_h2 *c, __u64 sk, int h
   bpf_loop(HR_DEP_H2_STREAMS, dh2_release_one, &x, 0);
 }
 
+static __always_inline long dh2_read(const struct dh2_v *v, void *dst, __u32 n) {
+  return v->kernel ? bpf_probe_read_kernel(dst, n, (const void *)v->base)
+                   : bpf_probe_read_user(dst, n, (const void *)v->base);
+}
+
+/* ---- the server's header blocks (RFC 7541), walked field by field
+ * without decoding strings: a literal's name and value are compared with
+ * "grpc-status", "0" and "5.." raw and Huffman-coded, and the server's
+ * dynamic table is followed by counting its insertions. Bytes are read at
+ * masked positions (past the block's end they read scratch), and the
+ * position is checked against the end once per field. */
+
+#define DBLK(v, p) ((__u32)(v)->b[(p) & (DH2_BLOCK - 1)])
+
+/* An HPACK integer with a prefix of `mask` bits at p (RFC 7541, 5.1), with
+ * up to two continuation bytes, else ~0u; returns the position after it. */
+static __always_inline __u32 dh2_int(const struct dh2_v *v, __u32 p, __u32 mask, __u32 *out) {
+  __u32 x = DBLK(v, p) & mask;
+  p++;
+  if (x == mask) {
+    const __u32 c1 = DBLK(v, p), c2 = DBLK(v, p + 1);
+    p++;
+    x += c1 & 0x7f;
+    if (c1 & 0x80) {
+      p++;
+      x = (c2 & 0x80) ? ~0u : x + ((c2 & 0x7f) << 7);
+    }
+  }
+  *out = x;
+  return p;
+}
+
+static __always_inline __u64 dh2_word(const struct dh2_v *v, __u32 p) {
+  __u64 x;
+  __builtin_memcpy(&x, &v->b[p & (DH2_BLOCK - 1)], sizeof x);
+  return x;
+}
+
+/* "grpc-status" raw (bytes 0-7 and 3-10, little-endian words) and
+ * Huffman-coded (RFC 7541 appendix B). */
+#define DH2_GRPC_STATUS_RAW0 0x6174732d63707267ull
+#define DH2_GRPC_STATUS_RAW3 0x7375746174732d63ull
+#define DH2_GRPC_STATUS_HUFF 0x8fda3412b2c8ca9aull
+
+static __always_inline void dh2_ring_set(__u64 *ring, __u32 k, __u32 on) {
+  const __u64 bit = 1ull << (k & 63);
+  const __u32 i = (k >> 6) & (HR_H2_RING / 64 - 1);
+  ring[i] = (ring[i] & ~bit) | (on ? bit : 0);
+}
+
+/* Whether index idx (>= 62: the dynamic table) names an entry whose bit is
+ * set in ring; 0 when the table is not known. */
+static __always_inline __u32 dh2_dynamic(const struct hr_dep_h2 *c, const __u64 *ring, __u32 idx) {
+  const __u32 back = idx - 62;
+  if (idx < 62 || c->hpack_lost || back >= c->inserts || back >= HR_H2_RING) return 0;
+  const __u32 k = c->inserts - 1 - back;
+  return (ring[(k >> 6) & (HR_H2_RING / 64 - 1)] >> (k & 63)) & 1;
+}
+
+static long dh2_field(__u32 i, void *ctx) {
+  struct dh2_walk *w = ctx;
+  struct dh2_v *v = w->v;
+  struct hr_dep_h2 *c = w->c;
+  __u32 p = v->bp, idx;
+  if (p >= v->bend || v->bbroken) return 1;
+  const __u32 first = DBLK(v, p);
+  if (first & 0x80) { /* indexed: static ":status 500", or an entry that meant an error */
+    v->bp = dh2_int(v, p, 0x7f, &idx);
+    if (idx == 14 || dh2_dynamic(c, c->error_entry, idx)) v->berror = 1;
+    return 0;
+  }
+  if ((first & 0xe0) == 0x20) { /* a table size update: evictions only */
+    v->bp = dh2_int(v, p, 0x1f, &idx);
+    return 0;
+  }
+  const __u32 insert = first & 0x40;
+  p = dh2_int(v, p, insert ? 0x3f : 0x0f, &idx);
+  __u32 grpc = 0, status = idx >= 8 && idx <= 14; /* the static :status entries */
+  if (idx == 0) { /* a literal name */
+    const __u32 huff = DBLK(v, p) & 0x80;
+    __u32 len;
+    p = dh2_int(v, p, 0x7f, &len);
+    if (huff) grpc = len == 8 && dh2_word(v, p) == DH2_GRPC_STATUS_HUFF;
+    else grpc = len == 11 && dh2_word(v, p) == DH2_GRPC_STATUS_RAW0 && dh2_word(v, p + 3) == DH2_GRPC_STATUS_RAW3;
+    p += len & 0xffff;
+  } else {
+    grpc = dh2_dynamic(c, c->grpc_status_name, idx);
+  }
+  const __u32 vhuff = DBLK(v, p) & 0x80;
+  __u32 vlen;
+  p = dh2_int(v, p, 0x7f, &vlen);
+  const __u32 v0 = DBLK(v, p);
+  p += vlen & 0xffff;
+  if (p > v->bend || idx == ~0u || vlen == ~0u) {
+    v->bbroken = 1;
+    return 1;
+  }
+  v->bp = p;
+  /* grpc-status other than "0" (Huffman "0": the byte 0x07); :status 5xx (a
+   * Huffman '5' is the 6 bits 011011) */
+  const __u32 zero = vhuff ? 0x07 : '0';
+  const __u32 err = (grpc && vlen && !(vlen == 1 && v0 == zero)) ||
+                    (status && vlen && (vhuff ? (v0 >> 2) == 0x1b : v0 == '5'));
+  if (err) v->berror = 1;
+  if (insert) {
+    const __u32 k = c->inserts++;
+    dh2_ring_set(c->grpc_status_name, k, grpc);
+    dh2_ring_set(c->error_entry, k, err);
+  }
+  return 0;
+}
+
+static __always_inline void dh2_hpack_lost(struct dh2_walk *w) {
+  if (!w->c->hpack_lost) DH2_STAT(w->st, hpack_lost);
+  w->c->hpack_lost = 1;
+}
+
+/* Whether the server's HEADERS block of len bytes at the walk's position
+ * says the call failed. Read when it lies whole in this piece. */
+static __always_inline int dh2_block_error(struct dh2_walk *w, __u32 len, __u8 flags) {
+  struct dh2_v *v = w->v;
+  if (len == 0) return 0;
+  if (!(flags & H2_F_END_HEADERS) || len > DH2_BLOCK || len > v->seg) {
+    dh2_hpack_lost(w); /* continued, too long, or split between pieces */
+    return 0;
+  }
+  __u64 n = len;
+  barrier_var(n);
+  if (n > DH2_BLOCK) n = DH2_BLOCK;
+  if (n == 0 || dh2_read(v, v->b, (__u32)n)) {
+    dh2_hpack_lost(w);
+    return 0;
+  }
+  __u32 p = 0, end = len;
+  if (flags & H2_F_PADDED) {
+    const __u32 pad = DBLK(v, 0);
+    p = 1;
+    end = len > pad ? len - pad : 0;
+  }
+  if (flags & H2_F_PRIORITY) p += 5;
+  v->bp = p;
+  v->bend = end;
+  v->berror = 0;
+  v->bbroken = p > end;
+  bpf_loop(DH2_FIELDS, dh2_field, w, 0);
+  if (v->bbroken || v->bp < v->bend) dh2_hpack_lost(w);
+  return v->berror;
+}
+
 /* ---- the walk */
 
 static __always_inline void dh2_lost(struct dh2_walk *w) {
   w->d->synced = 0;
   DH2_STAT(w->st, desyncs);
   if (!w->v->out) w->v->drop = 1;
-}
-
-static __always_inline long dh2_read(const struct dh2_v *v, void *dst, __u32 n) {
-  return v->kernel ? bpf_probe_read_kernel(dst, n, (const void *)v->base)
-                   : bpf_probe_read_user(dst, n, (const void *)v->base);
 }
 
 static __always_inline void dh2_advance(struct dh2_v *v, __u32 n) {
@@ -221,8 +389,12 @@ static __always_inline void dh2_frame(struct dh2_walk *w) {
     /* A HEADERS frame on a stream the client opened before is its trailers. */
     if (type == H2_HEADERS && (sid & 1) && sid > w->c->last_sid) dh2_open(w, sid);
     else if (type == H2_RST_STREAM) dh2_end(w, sid, END_RESET);
-  } else if (type == H2_HEADERS || type == H2_DATA) {
+  } else if (type == H2_HEADERS) {
+    dh2_answer(w, sid, dh2_block_error(w, len, flags));
+  } else if (type == H2_DATA) {
     dh2_end(w, sid, END_ANSWER);
+  } else if (type == H2_CONTINUATION) {
+    dh2_hpack_lost(w);
   } else if (type == H2_RST_STREAM) {
     dh2_end(w, sid, END_RESET);
   }
@@ -312,7 +484,7 @@ static __always_inline struct dh2_v *dh2_begin(struct dh2_walk *w, struct sock *
   struct dh2_v *v = bpf_map_lookup_elem(&dep_h2_walk, out ? &zero : &(__u32){1});
   w->v = v;
   if (!v) return 0;
-  __builtin_memset(v, 0, sizeof *v);
+  __builtin_memset(v, 0, __builtin_offsetof(struct dh2_v, b));
   v->sk = (__u64)sk;
   v->now = bpf_ktime_get_ns();
   v->out = out;

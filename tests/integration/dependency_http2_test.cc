@@ -207,7 +207,7 @@ void warm_up(DependencyProbe& probe, const TempDir& dir, uint16_t port) {
             << " ms\n";
 }
 
-TEST(DependencyHttp2, GrpcShareAndCountMatchTheClient) {
+TEST(DependencyHttp2, GrpcShareCountAndErrorsMatchTheClient) {
   REQUIRE_EBPF_AND_GRPC();
   TempDir dir(testing::tmpfs_base());
   auto server = start_server(dir);
@@ -234,12 +234,15 @@ TEST(DependencyHttp2, GrpcShareAndCountMatchTheClient) {
             << "\n[ grpc ] http2 frames " << after.http2.frames - before.http2.frames << " streams "
             << after.http2.streams - before.http2.streams << " dropped " << after.http2.dropped - before.http2.dropped
             << " desyncs " << after.http2.desyncs - before.http2.desyncs << " resyncs "
-            << after.http2.resyncs - before.http2.resyncs << " lost " << after.http2.lost - before.http2.lost
+            << after.http2.resyncs - before.http2.resyncs << " lost " << after.http2.lost - before.http2.lost << " hpack lost "
+            << after.http2.hpack_lost - before.http2.hpack_lost
             << "\n";
   ASSERT_GT(client.calls, 300) << "calls the client made";
   EXPECT_NEAR(completed, client.calls, 0.1 * client.calls) << "completed streams vs the client's calls";
   EXPECT_NEAR(over / completed, client_over, 0.02) << "share over the 20 ms target vs the client's";
   EXPECT_NEAR(client_over, 0.2, 0.05) << "the server's slow share is what the test meant";
+  EXPECT_EQ(static_cast<double>(errors), client.errors) << "every non-OK grpc-status the client got, nothing else";
+  EXPECT_GT(client.errors, 0) << "the test meant 5 % of the calls to fail";
   EXPECT_EQ(a.resets - b.resets, 0u);
 }
 
