@@ -108,6 +108,8 @@ struct hr_dep_h2 {
    * follow, so indexes into the dynamic table are no longer known. */
   __u32 inserts;
   __u32 hpack_lost;
+  __u32 fin; /* the server's FIN was counted: it took a sequence number, not a byte */
+  __u32 pad;
   __u64 grpc_status_name[HR_H2_RING / 64];
   __u64 error_entry[HR_H2_RING / 64];
   struct hr_dep_h2_stream s[HR_DEP_H2_STREAMS];

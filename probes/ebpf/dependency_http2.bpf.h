@@ -550,8 +550,12 @@ static __always_inline int dep_h2_arrival(struct sock *sk) {
   struct hr_dep_h2 *c = dh2_of(sk);
   if (!c) return 0;
   const __u32 rcv = rcv_nxt(sk);
-  const __u32 n = rcv - c->rcv_seen;
+  __u32 n = rcv - c->rcv_seen;
   c->rcv_seen = rcv;
+  if (n && !c->fin && (sk->sk_shutdown & 1)) { /* RCV_SHUTDOWN: the FIN's sequence number is no byte */
+    c->fin = 1;
+    n--;
+  }
   if (n == 0) return 1;
   struct dh2_walk w;
   struct dh2_v *v = dh2_begin(&w, sk, c, 0);

@@ -243,6 +243,8 @@ TEST(DependencyHttp2, GrpcShareCountAndErrorsMatchTheClient) {
   EXPECT_NEAR(client_over, 0.2, 0.05) << "the server's slow share is what the test meant";
   EXPECT_EQ(static_cast<double>(errors), client.errors) << "every non-OK grpc-status the client got, nothing else";
   EXPECT_GT(client.errors, 0) << "the test meant 5 % of the calls to fail";
+  EXPECT_EQ(after.http2.dropped - before.http2.dropped, 0u) << "8 streams in flight fit the connection's entries";
+  EXPECT_EQ(after.http2.desyncs - before.http2.desyncs, 0u) << "the frames of both directions followed throughout";
   EXPECT_EQ(a.resets - b.resets, 0u);
 }
 
