@@ -90,7 +90,7 @@ struct hr_dep_call {
 #define HR_DEP_H2_STREAMS 64 /* streams in flight measured per connection */
 
 struct hr_dep_h2_stream {
-  __u32 sid;  /* stream id, 0: free */
+  __u32 sid;  /* stream id, 0: free; with the top bit: answered, its trailers to come (not in flight) */
   __u32 slot; /* 1 + index into calls */
 };
 

@@ -26,6 +26,7 @@
 #define DH2_STEPS 512 /* steps per piece: a skip or a frame header, ~2 per frame */
 #define DH2_BLOCK 256 /* server header block bytes read (a longer one: hpack lost) */
 #define DH2_FIELDS 32 /* header fields walked per block */
+#define DH2_ANSWERED 0x80000000u /* in hr_dep_h2_stream.sid: answered, its trailers to come */
 
 /* Filled by the loader: 1 for a dep_port_cfg entry with an HTTP/2
  * dependency, so that HTTP/1 and generic ports pay one load for this file. */
@@ -132,7 +133,7 @@ static __always_inline void dh2_open(struct dh2_walk *w, __u32 sid) {
   struct dh2_v *v = w->v;
   w->c->last_sid = sid;
   struct hr_dep_h2_stream *s = &w->c->s[(sid >> 1) & (HR_DEP_H2_STREAMS - 1)];
-  if (s->sid) {
+  if (s->sid && !(s->sid & DH2_ANSWERED)) {
     DH2_STAT(w->st, dropped);
     return;
   }
@@ -163,13 +164,19 @@ static __always_inline void dh2_end(struct dh2_walk *w, __u32 sid, int how) {
 
 /* The server's HEADERS for stream sid: the answer's first frame ends the
  * stream; a block that says it failed is an error, also when it comes after
- * the answer began (trailers). */
-static __always_inline void dh2_answer(struct dh2_walk *w, __u32 sid, int error) {
+ * the answer began (trailers). An answered stream keeps its entry, marked,
+ * until its trailers (END_STREAM): a stream reset or not measured gets no
+ * error from them, as it counted none of the completed calls. */
+static __always_inline void dh2_answer(struct dh2_walk *w, __u32 sid, __u8 flags, int error) {
   struct hr_dep_h2_stream *s = &w->c->s[(sid >> 1) & (HR_DEP_H2_STREAMS - 1)];
-  if (sid && s->sid == sid) {
+  if (!sid) return;
+  if (s->sid == sid) {
     dh2_finish(s, w->v->sk, w->v->now, END_ANSWER, error);
+    if (!(flags & H2_F_END_STREAM)) s->sid = sid | DH2_ANSWERED;
     return;
   }
+  if (s->sid != (sid | DH2_ANSWERED)) return;
+  if (flags & H2_F_END_STREAM) s->sid = 0;
   if (!error) return;
   __u32 dep = w->c->dep;
   struct hr_dep_stats *st = bpf_map_lookup_elem(&dep_stats, &dep);
@@ -187,6 +194,7 @@ struct dh2_release {
 static long dh2_release_one(__u32 i, void *ctx) {
   struct dh2_release *x = ctx;
   struct hr_dep_h2_stream *s = &x->c->s[i & (HR_DEP_H2_STREAMS - 1)];
+  if (s->sid & DH2_ANSWERED) s->sid = 0; /* answered, waiting for its trailers */
   if (!s->sid) return 0;
   if (x->how < 0) DH2_STAT(x->st, lost);
   dh2_finish(s, x->sk, x->now, x->how, 0);
@@ -390,7 +398,7 @@ static __always_inline void dh2_frame(struct dh2_walk *w) {
     if (type == H2_HEADERS && (sid & 1) && sid > w->c->last_sid) dh2_open(w, sid);
     else if (type == H2_RST_STREAM) dh2_end(w, sid, END_RESET);
   } else if (type == H2_HEADERS) {
-    dh2_answer(w, sid, dh2_block_error(w, len, flags));
+    dh2_answer(w, sid, flags, dh2_block_error(w, len, flags));
   } else if (type == H2_DATA) {
     dh2_end(w, sid, END_ANSWER);
   } else if (type == H2_CONTINUATION) {

@@ -139,9 +139,10 @@ Client read_client(const std::string& path) {
 }
 
 std::vector<std::string> client_args(uint16_t port, const std::string& seconds, int concurrency, const std::string& out,
-                                     int slow, int errors) {
+                                     int slow, int errors, int timeout_ms = 10000) {
   return {kPython, peer_script(), "client", std::to_string(port), seconds, std::to_string(concurrency), out,
-          "--slow", std::to_string(slow), "--errors", std::to_string(errors)};
+          "--slow", std::to_string(slow), "--errors", std::to_string(errors), "--timeout-ms",
+          std::to_string(timeout_ms)};
 }
 
 Client run_client(const TempDir& dir, std::vector<std::string> args, const std::string& out) {
@@ -246,6 +247,35 @@ TEST(DependencyHttp2, GrpcShareCountAndErrorsMatchTheClient) {
   EXPECT_EQ(after.http2.dropped - before.http2.dropped, 0u) << "8 streams in flight fit the connection's entries";
   EXPECT_EQ(after.http2.desyncs - before.http2.desyncs, 0u) << "the frames of both directions followed throughout";
   EXPECT_EQ(a.resets - b.resets, 0u);
+}
+
+// Calls past the client's deadline (25 ms, against answers of 40 ms): the
+// client resets their streams (RST_STREAM), or the server, which knows the
+// deadline, answers DEADLINE_EXCEEDED first. Either way each is an error, as
+// the client counts it, and no call of the channel is left in flight.
+TEST(DependencyHttp2, CancelledStreamsAreErrorsAsTheClientCountsThem) {
+  REQUIRE_EBPF_AND_GRPC();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_server(dir);
+  ASSERT_NE(server.port, 0) << server.proc->out() << server.proc->err();
+  OPEN_PROBE(probe, std::vector{spec(server.port, 20ms, 500ms)});
+  warm_up(probe, dir, server.port);
+  const auto before = snap(probe);
+  const auto out = dir.path() + "/client.json";
+  const auto client = run_client(dir, client_args(server.port, "3", 8, out, 20, 0, 25), out);
+  const auto after = snap(probe);
+  const auto& b = before.dependencies.at(0);
+  const auto& a = after.dependencies.at(0);
+  const auto errors = a.calls.stats.errors - b.calls.stats.errors;
+  const auto resets = a.resets - b.resets;
+  const auto calls = a.calls.stats.completed + a.calls.stats.aborted - b.calls.stats.completed - b.calls.stats.aborted;
+  std::cout << "[ cancel ] client calls " << client.calls << " errors " << client.errors << "\n[ cancel ] probe calls "
+            << calls << " errors " << errors << " resets " << resets << " in flight " << a.calls.inflight << "\n";
+  ASSERT_GT(client.calls, 300);
+  EXPECT_NEAR(client.errors, 0.2 * client.calls, 0.05 * client.calls) << "the slow fifth passed its deadline";
+  EXPECT_NEAR(static_cast<double>(calls), client.calls, 0.1 * client.calls);
+  EXPECT_NEAR(static_cast<double>(errors), client.errors, 0.02 * client.errors) << "each cancelled call an error";
+  EXPECT_EQ(a.calls.inflight, 0u) << "a reset stream is no longer in flight";
 }
 
 // A stopped gRPC server: the channel's streams stay in flight and age past
