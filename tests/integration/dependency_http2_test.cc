@@ -278,6 +278,38 @@ TEST(DependencyHttp2, CancelledStreamsAreErrorsAsTheClientCountsThem) {
   EXPECT_EQ(a.calls.inflight, 0u) << "a reset stream is no longer in flight";
 }
 
+// A channel connected before the probe was loaded: its frame boundaries are
+// unknown at first, and each direction syncs at a piece that starts with a
+// plausible frame header; its streams are measured from then on.
+TEST(DependencyHttp2, AChannelOlderThanTheProbeIsMeasuredOnceSynced) {
+  REQUIRE_EBPF_AND_GRPC();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_server(dir);
+  ASSERT_NE(server.port, 0) << server.proc->out() << server.proc->err();
+  const auto out = dir.path() + "/client.json";
+  Process client(client_args(server.port, "4", 8, out, 0, 0), dir);
+  std::this_thread::sleep_for(1s);
+  OPEN_PROBE(probe, std::vector{spec(server.port, 20ms, 500ms)});
+  const auto learning = std::chrono::steady_clock::now();
+  while (snap(probe).dependencies.at(0).calls.stats.completed == 0 &&
+         std::chrono::steady_clock::now() - learning < 2s) {
+    churn_connections(AF_INET6);  // the programs learn where pages are mapped (see warm_up)
+    std::this_thread::sleep_for(20ms);
+  }
+  const auto before = snap(probe);
+  std::this_thread::sleep_for(1s);
+  const auto after = snap(probe);
+  EXPECT_EQ(client.wait(60s), std::optional<int>(0)) << client.out() << client.err();
+  const auto& b = before.dependencies.at(0);
+  const auto& a = after.dependencies.at(0);
+  const auto completed = a.calls.stats.completed - b.calls.stats.completed;
+  std::cout << "[ older ] completed " << completed << " in a second; resyncs " << after.http2.resyncs
+            << " desyncs " << after.http2.desyncs << " lost " << after.http2.lost << "\n";
+  EXPECT_GT(completed, 300u) << "the channel's calls measured once synced";
+  EXPECT_GE(after.http2.resyncs, 2u) << "both directions synced mid-stream";
+  EXPECT_EQ(a.calls.stats.errors - b.calls.stats.errors, 0u);
+}
+
 // A stopped gRPC server: the channel's streams stay in flight and age past
 // max, so the share over max in the latest interval reaches 1.0.
 TEST(DependencyHttp2, AStoppedGrpcServerDrivesTheShareOverMaxToOne) {
