@@ -289,7 +289,11 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
   if (auto r = impl->fill(); !r) return r.error();
   if (const int e = dependency_bpf__attach(impl->obj); e != 0)
     return Error{-e, std::string("cannot attach the eBPF dependency programs: ") + std::strerror(-e)};
-  impl->map_bytes = static_cast<uint64_t>(HR_DEP_SLOTS) * sizeof(hr_dep_call) + sizeof(hr_dep_h2_stats) * 3 * static_cast<std::size_t>(ncpu) +
+  // The HTTP/2 walk's per-CPU scratch (2 entries) and counters; an HTTP/2
+  // connection adds its socket storage (sizeof(hr_dep_h2)) while it lives.
+  const uint64_t h2_bytes = (2ull * bpf_map__value_size(impl->obj->maps.dep_h2_walk) + sizeof(hr_dep_h2_stats)) *
+                            static_cast<uint64_t>(ncpu);
+  impl->map_bytes = static_cast<uint64_t>(HR_DEP_SLOTS) * sizeof(hr_dep_call) + h2_bytes +
                     dependencies.size() * (sizeof(hr_dep) + sizeof(hr_dep_stats) * static_cast<std::size_t>(ncpu)) +
                     static_cast<uint64_t>(HR_DEP_MAX_CALLERS) * (sizeof(hr_dep_caller) + 8 + 64) +
                     sizeof(impl->obj->bss->dep_port_slot) + sizeof(impl->obj->bss->dep_port_cfg);

@@ -132,6 +132,9 @@ static __always_inline void dh2_finish(struct hr_dep_h2_stream *s, __u64 sk, __u
 static __always_inline void dh2_open(struct dh2_walk *w, __u32 sid) {
   struct dh2_v *v = w->v;
   w->c->last_sid = sid;
+  /* While the server's side is not synced its answers cannot be read: such
+   * a stream would stay in flight for good. */
+  if (!w->c->in.synced) return;
   struct hr_dep_h2_stream *s = &w->c->s[(sid >> 1) & (HR_DEP_H2_STREAMS - 1)];
   if (s->sid && !(s->sid & DH2_ANSWERED)) {
     DH2_STAT(w->st, dropped);
@@ -531,10 +534,11 @@ static __always_inline int dep_h2_write(struct sock *sk, const struct msghdr *ms
   v->left = left;
   v->discard = behind > 0 ? (__u32)behind : 0;
   const __u8 type = msg->msg_iter.iter_type;
-  if (type == ITER_UBUF) {
+  /* the kernel's own values (CO-RE): the enum's order has changed before */
+  if (type == bpf_core_enum_value(enum iter_type, ITER_UBUF)) {
     v->base = (__u64)msg->msg_iter.ubuf + msg->msg_iter.iov_offset;
     v->seg = left;
-  } else if (type == ITER_IOVEC) {
+  } else if (type == bpf_core_enum_value(enum iter_type, ITER_IOVEC)) {
     v->iov = (__u64)msg->msg_iter.__iov;
     v->iov_left = (__u32)msg->msg_iter.nr_segs;
     if (!dh2_next_segment(v)) return 1;
