@@ -470,7 +470,11 @@ static __always_inline int dh2_sync(struct dh2_walk *w) {
     const __u32 sid =
         (((__u32)(__u8)b[5] << 24) | ((__u32)(__u8)b[6] << 16) | ((__u32)(__u8)b[7] << 8) | (__u8)b[8]) & 0x7fffffff;
     const __u8 type = b[3];
-    if (len > 16384 || type > H2_CONTINUATION || !h2_plausible(len, type, sid, b[4])) return 0;
+    /* An empty DATA or HEADERS frame is rare, and a gRPC message's own
+     * prefix (a zero byte, then its length) reads like one. */
+    if (len > 16384 || type > H2_CONTINUATION || !h2_plausible(len, type, sid, b[4]) ||
+        (len == 0 && (type == H2_DATA || type == H2_HEADERS)))
+      return 0;
   }
   w->d->synced = 1;
   w->d->skip = skip;
