@@ -76,10 +76,6 @@ Result<void> check_spec(const DependencySpec& d, std::size_t i) {
   if (d.port == 0) return Error{EINVAL, which + ": the remote port must be 1-65535"};
   if (d.target_ns == 0 || d.max_ns < d.target_ns)
     return Error{EINVAL, which + ": target must be above 0 and max at least target"};
-  if (d.protocol == DependencyProtocol::http2)
-    return Error{ENOTSUP, which + ": protocol \"http2\" is not supported by the dependency probe yet (its "
-                                  "streams are not parsed); use protocol = \"generic\" to time the connection's "
-                                  "exchanges instead"};
   if (d.caller_process.size() > 15)
     return Error{EINVAL, which + ": caller_process \"" + d.caller_process +
                              "\" is longer than a process name (comm, 15 bytes) can be"};
@@ -211,7 +207,9 @@ Result<void> DependencyProbe::Impl::fill() {
     hr_dep v{};
     v.target_ns = d.target_ns;
     v.max_ns = d.max_ns;
-    v.proto = d.protocol == DependencyProtocol::http1 ? HR_DEP_PROTO_HTTP1 : HR_DEP_PROTO_GENERIC;
+    v.proto = d.protocol == DependencyProtocol::http1   ? HR_DEP_PROTO_HTTP1
+              : d.protocol == DependencyProtocol::http2 ? HR_DEP_PROTO_HTTP2
+                                                        : HR_DEP_PROTO_GENERIC;
     v.callers = d.caller_process.empty() && d.caller_cgroup.empty() ? 0 : 1;
     const auto idx = static_cast<__u32>(i);
     if (bpf_map_update_elem(bpf_map__fd(obj->maps.deps), &idx, &v, BPF_ANY) != 0)
@@ -220,6 +218,8 @@ Result<void> DependencyProbe::Impl::fill() {
   std::size_t slot = 0;
   for (const auto& [port, entry] : *ports) {
     obj->bss->dep_port_cfg[slot] = entry;
+    for (const auto& d : specs)
+      if (d.port == port && d.protocol == DependencyProtocol::http2) obj->bss->dep_port_h2[slot] = 1;
     obj->bss->dep_port_slot[htons(port)] = static_cast<__u16>(++slot);  // indexed as skc_dport holds it
   }
   if (auto r = rules_from_specs(); !r) return r.error();
@@ -289,7 +289,11 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
   if (auto r = impl->fill(); !r) return r.error();
   if (const int e = dependency_bpf__attach(impl->obj); e != 0)
     return Error{-e, std::string("cannot attach the eBPF dependency programs: ") + std::strerror(-e)};
-  impl->map_bytes = static_cast<uint64_t>(HR_DEP_SLOTS) * sizeof(hr_dep_call) +
+  // The HTTP/2 walk's per-CPU scratch (2 entries) and counters; an HTTP/2
+  // connection adds its socket storage (sizeof(hr_dep_h2)) while it lives.
+  const uint64_t h2_bytes = (2ull * bpf_map__value_size(impl->obj->maps.dep_h2_walk) + sizeof(hr_dep_h2_stats)) *
+                            static_cast<uint64_t>(ncpu);
+  impl->map_bytes = static_cast<uint64_t>(HR_DEP_SLOTS) * sizeof(hr_dep_call) + h2_bytes +
                     dependencies.size() * (sizeof(hr_dep) + sizeof(hr_dep_stats) * static_cast<std::size_t>(ncpu)) +
                     static_cast<uint64_t>(HR_DEP_MAX_CALLERS) * (sizeof(hr_dep_caller) + 8 + 64) +
                     sizeof(impl->obj->bss->dep_port_slot) + sizeof(impl->obj->bss->dep_port_cfg);
@@ -342,6 +346,20 @@ Result<void> DependencyProbe::read(DependencySnapshot& out, int64_t now_ns) {
     t.inflight_age_ns += age;
     if (age > p.specs[dep].target_ns) ++t.inflight_over_target;
     if (age > p.specs[dep].max_ns) ++t.inflight_over_max;
+  }
+  std::vector<hr_dep_h2_stats> h2(p.per_cpu.size());
+  const __u32 zero = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(p.obj->maps.dep_h2_stats), &zero, h2.data()) != 0)
+    return Error{errno, std::string("cannot read the eBPF HTTP/2 dependency counters: ") + std::strerror(errno)};
+  out.http2 = {};
+  for (const auto& c : h2) {
+    out.http2.frames += c.frames;
+    out.http2.streams += c.streams;
+    out.http2.dropped += c.dropped;
+    out.http2.desyncs += c.desyncs;
+    out.http2.resyncs += c.resyncs;
+    out.http2.lost += c.lost;
+    out.http2.hpack_lost += c.hpack_lost;
   }
   out.at_ns = now_ns;
   out.table_used = used;

@@ -73,9 +73,21 @@ struct DependencyTotals {
   uint64_t resets = 0;            // calls ended by a reset or close (also in aborted and errors)
 };
 
+// How the HTTP/2 frame walks fared, over every HTTP/2 dependency since load.
+struct DependencyHttp2Counts {
+  uint64_t frames = 0;   // frame headers walked, both directions
+  uint64_t streams = 0;  // streams measured (each took a slot of the calls table)
+  uint64_t dropped = 0;  // streams not measured: their connection's entry or the table's slots were taken
+  uint64_t desyncs = 0;  // walks that lost the frame boundaries
+  uint64_t resyncs = 0;  // directions found again at a piece starting with the preface or a plausible frame
+  uint64_t lost = 0;     // streams in flight given up uncounted when the server's frames were lost
+  uint64_t hpack_lost = 0;  // connections whose server header blocks could no longer be followed
+};
+
 struct DependencySnapshot {
   int64_t at_ns = 0;  // CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns()
   std::vector<DependencyTotals> dependencies;  // in DependencySpec order
+  DependencyHttp2Counts http2;
   uint64_t table_used = 0;  // calls in flight the kernel's table holds now
   uint64_t table_size = 0;
 };

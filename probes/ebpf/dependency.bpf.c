@@ -304,20 +304,26 @@ static __always_inline void dep_arrival(struct sock *sk) {
   end_call(e, 0, END_ANSWER, error);
 }
 
+/* HTTP/2 dependencies: streams (dep_h2_write, dep_h2_arrival, dep_h2_state). */
+#include "dependency_http2.bpf.h"
+
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(hr_dep_set_state, struct sock *sk, int oldstate, int newstate) {
   dep_state(sk, oldstate, newstate);
+  dep_h2_state(sk, newstate);
   return 0;
 }
 
 SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(hr_dep_write, struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb, int size_goal) {
+  if (dep_h2_write(sk, msg)) return 0;
   dep_write(sk);
   return 0;
 }
 
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(hr_dep_arrival, struct sock *sk) {
+  if (dep_h2_arrival(sk)) return 0;
   dep_arrival(sk);
   return 0;
 }

@@ -77,4 +77,53 @@ struct hr_dep_call {
   __u32 pad;
 };
 
+/* HTTP/2 (dependency_http2.bpf.h): a call is a stream. Each stream in
+ * flight takes a slot of the calls array like any call (flags
+ * HR_DEP_F_STREAM, rcv_start: its id), so user space sees it age; the
+ * connection keeps, in a second socket storage, where each direction's
+ * frames stand (the endpoint probe's struct hr_h2_dir) and which calls slot
+ * each of its streams holds, by (id >> 1) % HR_DEP_H2_STREAMS: the streams
+ * in flight at once have consecutive ids, so they take consecutive entries;
+ * a stream whose entry is taken is not counted (dropped). */
+#define HR_DEP_PROTO_HTTP2 2
+#define HR_DEP_F_STREAM 2    /* an HTTP/2 stream in flight; rcv_start holds its id */
+#define HR_DEP_H2_STREAMS 64 /* streams in flight measured per connection */
+
+struct hr_dep_h2_stream {
+  __u32 sid;  /* stream id, 0: free; with the top bit: answered, its trailers to come (not in flight) */
+  __u32 slot; /* 1 + index into calls */
+};
+
+struct hr_dep_h2 {
+  struct hr_h2_dir out; /* the client's frames, from its writes */
+  struct hr_h2_dir in;  /* the server's frames, from the arrived bytes */
+  __u32 dep;            /* dependency index */
+  __u32 snd_end;        /* write_seq up to which the writes were walked */
+  __u32 rcv_seen;       /* rcv_nxt up to which the arrivals were walked */
+  __u32 last_sid;       /* the highest stream id the client opened */
+  /* The server's HPACK encoder, followed as the endpoint side follows it
+   * (struct hr_h2_conn): the entries it inserted, and for the latest
+   * HR_H2_RING by insertion number whether the entry's name is grpc-status
+   * and whether it means an error. hpack_lost: a block the walk could not
+   * follow, so indexes into the dynamic table are no longer known. */
+  __u32 inserts;
+  __u32 hpack_lost;
+  __u32 fin; /* the server's FIN was counted: it took a sequence number, not a byte */
+  __u32 pad;
+  __u64 grpc_status_name[HR_H2_RING / 64];
+  __u64 error_entry[HR_H2_RING / 64];
+  struct hr_dep_h2_stream s[HR_DEP_H2_STREAMS];
+};
+
+/* dep_h2_stats per-CPU array, one entry: how the HTTP/2 walks fared. */
+struct hr_dep_h2_stats {
+  __u64 frames;  /* frame headers walked, both directions */
+  __u64 streams; /* streams that took a calls slot */
+  __u64 dropped; /* streams not measured: their entry or every calls slot tried was taken */
+  __u64 desyncs; /* walks that lost the frame boundaries (unreadable bytes, bad frames, the step budget) */
+  __u64 resyncs; /* directions synced again at a piece that starts with a plausible frame */
+  __u64 lost;    /* streams in flight given up uncounted because the server's frames were lost */
+  __u64 hpack_lost; /* connections whose server header blocks could no longer be followed */
+};
+
 #endif

@@ -21,27 +21,12 @@
  * are compared with "grpc-status", "0" and "5.." raw and Huffman-coded, and
  * the dynamic table is followed by counting insertions (struct hr_h2_conn). */
 
-#define H2_PREFACE_LEN 24
 #define H2_STEPS 2048       /* steps per system call: skip, copy or header, ~3 per frame */
 #define H2_FIELDS 48        /* header fields walked per block */
 #define H2_BLOCK 512        /* header block bytes looked at (a longer one: hpack lost) */
 #define H2_WINDOW 256       /* bytes read from a buffer at once: frame headers and small blocks in it need no other read */
 
-#define H2_DATA 0
-#define H2_HEADERS 1
-#define H2_PRIORITY 2
-#define H2_RST_STREAM 3
-#define H2_SETTINGS 4
-#define H2_PUSH_PROMISE 5
-#define H2_PING 6
-#define H2_GOAWAY 7
-#define H2_WINDOW_UPDATE 8
-#define H2_CONTINUATION 9
-
-#define H2_F_END_STREAM 0x1
-#define H2_F_END_HEADERS 0x4
-#define H2_F_PADDED 0x8
-#define H2_F_PRIORITY 0x20
+#include "h2_frame.bpf.h" /* frame types, flags, h2_plausible */
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -161,21 +146,6 @@ static __always_inline void h2_advance(struct h2_walk *w, __u32 n) {
   w->v->base += n;
   w->v->seg -= n;
   w->v->left -= n;
-}
-
-/* Whether a frame header can be HTTP/2's (RFC 9113, section 6). */
-static __always_inline int h2_plausible(__u32 len, __u8 type, __u32 sid, __u8 flags) {
-  switch (type) {
-    case H2_DATA: case H2_HEADERS: case H2_CONTINUATION: return sid != 0;
-    case H2_PRIORITY: return sid != 0 && len == 5;
-    case H2_RST_STREAM: return sid != 0 && len == 4;
-    case H2_SETTINGS: return sid == 0 && len % 6 == 0 && (!(flags & 1) || len == 0);
-    case H2_PUSH_PROMISE: return sid != 0 && len >= 4;
-    case H2_PING: return sid == 0 && len == 8;
-    case H2_GOAWAY: return sid == 0 && len >= 8;
-    case H2_WINDOW_UPDATE: return len == 4;
-    default: return type <= 0x10; /* extension frames (ALTSVC, ORIGIN, PRIORITY_UPDATE) */
-  }
 }
 
 /* ---- HPACK: one header block, in the scratch buffer [p, end). Straight-line

@@ -3,7 +3,7 @@
 """A real gRPC server and client (python3-grpcio) for tests/http2/http2_test.py.
 
     grpc_peer.py server PORT
-    grpc_peer.py client PORT SECONDS CONCURRENCY OUT.json [--slow N] [--errors N]
+    grpc_peer.py client PORT SECONDS CONCURRENCY OUT.json [--slow N] [--errors N] [--timeout-ms N]
 
 The server has one unary method, /headroom.test.Probe/Call, on raw bytes:
 a request b"slow" sleeps 40 ms first, b"fail" ends with status INTERNAL,
@@ -12,7 +12,8 @@ anything else answers at once. It prints "port=N" once it listens.
 The client keeps CONCURRENCY calls in flight on one channel (one HTTP/2
 connection) for SECONDS: of every 100 calls, --slow are "slow" and --errors
 are "fail", spread evenly. It measures each call from before it is sent to
-its status, and writes what it counted to OUT.json: calls, errors, the
+its status (a call past --timeout-ms, 10 s by default, is cancelled: the
+client resets its stream), and writes what it counted to OUT.json: calls, errors, the
 latencies in ms, and when the calls ran (monotonic seconds).
 """
 
@@ -57,7 +58,7 @@ def kind_of(i, slow, errors):
     return b"fast"
 
 
-def client(port, seconds, concurrency, out, slow, errors):
+def client(port, seconds, concurrency, out, slow, errors, timeout_s=10.0):
     channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
     grpc.channel_ready_future(channel).result(timeout=10)
     call = channel.unary_unary(METHOD)
@@ -74,7 +75,7 @@ def client(port, seconds, concurrency, out, slow, errors):
                 counter[0] += 1
             t0 = time.monotonic()
             try:
-                call(kind_of(i, slow, errors), timeout=10)
+                call(kind_of(i, slow, errors), timeout=timeout_s)
                 bad = False
             except grpc.RpcError as e:
                 bad = e.code() != grpc.StatusCode.OK
@@ -101,10 +102,11 @@ def main(argv):
         return 0
     if len(argv) >= 6 and argv[1] == "client":
         rest = argv[6:]
-        opts = {"--slow": 0, "--errors": 0}
+        opts = {"--slow": 0, "--errors": 0, "--timeout-ms": 10000}
         for i in range(0, len(rest) - 1, 2):
             opts[rest[i]] = int(rest[i + 1])
-        client(int(argv[2]), float(argv[3]), int(argv[4]), argv[5], opts["--slow"], opts["--errors"])
+        client(int(argv[2]), float(argv[3]), int(argv[4]), argv[5], opts["--slow"], opts["--errors"],
+               opts["--timeout-ms"] / 1000)
         return 0
     print(__doc__, file=sys.stderr)
     return 64

@@ -588,11 +588,12 @@ TEST(DependencyEbpf, AnEndpointPortIsMeasuredOnBothSidesOnce) {
 
 TEST(DependencyEbpf, OpenRefusesWhatItCannotMeasureSayingWhy) {
   REQUIRE_EBPF();
+  // HTTP/2 is measured (dependency_http2_test.cc); an http2 dependency opens.
   auto h2 = spec(8080, 10ms, 100ms, DependencyProtocol::http2);
   auto r = DependencyProbe::open({h2}, {});
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code, ENOTSUP);
-  EXPECT_NE(r.error().message.find("http2"), std::string::npos) << r.error().message;
+  if (!r && r.error().code == ENOTSUP && r.error().message.find("Linux 6.11") != std::string::npos)
+    GTEST_SKIP() << "SKIPPED: " << r.error().message;
+  EXPECT_TRUE(r) << r.error().message;
   probes::DependencyProbeOptions syscalls;
   syscalls.programs = probes::ProgramSet::syscalls;
   auto s = DependencyProbe::open({spec(8080, 10ms, 100ms)}, syscalls);
