@@ -274,9 +274,11 @@ static __always_inline void dep_state(struct sock *sk, int oldstate, int newstat
     st->slot = take_slot(sk, bpf_get_prandom_u32(), st->dep - 1, bpf_ktime_get_ns(), 0, HR_DEP_F_CONNECT);
     return;
   }
+  /* A connect's slot is in the socket's storage; a call's, when the write
+   * that began it kept none there, is found from the socket's hash. */
   struct hr_dep_sk *st = bpf_sk_storage_get(&conns, sk, 0, 0);
-  if (!st || !st->slot) return;
-  struct hr_dep_call *e = call_of(sk, st);
+  struct hr_dep_call *e = st && st->slot ? call_of(sk, st) : 0;
+  if (!e) e = find_call(sk);
   if (!e) return;
   if (e->flags & HR_DEP_F_CONNECT) {
     if (newstate == TCP_ESTABLISHED) free_call(e, st); /* connected: calls start at writes */
@@ -296,6 +298,16 @@ static __always_inline void dep_state(struct sock *sk, int oldstate, int newstat
 static __always_inline void dep_write(struct sock *sk) {
   const struct hr_dep_port *pc = port_config(sk->__sk_common.skc_dport);
   if (!pc) return;
+  /* A dependency without callers is decided by the peer alone, and its call
+   * in flight is found from the socket's hash: no storage look-up. */
+  const __u32 dep = dep_of(sk, pc);
+  const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
+  if (!d) return; /* no dependency's peer */
+  if (!d->callers) {
+    if (sk->__sk_common.skc_state != TCP_ESTABLISHED || find_call(sk)) return; /* a connect, or the rest of the request */
+    take_slot(sk, call_position(sk), dep, bpf_ktime_get_ns(), rcv_nxt(sk), 0);
+    return;
+  }
   struct hr_dep_sk *st = decided(sk, pc); /* a connection older than the probe: decided now */
   if (!st || st->dep == HR_DEP_UNTRACED || st->dep == HR_DEP_UNDECIDED) return;
   if (st->slot && call_of(sk, st)) return; /* the rest of the request */
