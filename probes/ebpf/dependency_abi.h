@@ -56,7 +56,9 @@ struct hr_dep_caller {
 
 /* Per connection, in the socket's local storage: the decision, taken once
  * (at connect, or for a connection older than the probe at its first
- * write), and the slot of its call in flight. */
+ * write), and the slot of its call in flight. A dependency without callers
+ * keeps only its connects here: its writes decide from the peer each time
+ * and find their calls from the socket's hash. */
 #define HR_DEP_UNDECIDED 0
 #define HR_DEP_UNTRACED 0xffffffffu
 struct hr_dep_sk {

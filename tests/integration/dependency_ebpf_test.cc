@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -483,6 +484,66 @@ TEST(DependencyEbpf, ABlackHoledConnectIsInFlightThenAConnectFailure) {
   EXPECT_EQ(after.calls.stats.errors - before.calls.stats.errors, 1u);
   EXPECT_EQ(after.calls.stats.over_max - before.calls.stats.over_max, 1u) << "its latency: the time it waited";
   ::close(queued);
+  ::close(lfd);
+}
+
+// Calls that the connection's end ends, each on a connection of its own to
+// a listener of this process: the server closes without answering (its
+// unread request makes the close a reset), the server answers and closes at
+// once (corked: the answer's bytes and the FIN in one segment, so the
+// connection is in CLOSE_WAIT before the bytes are announced: completed),
+// and the client gives up and closes with its call in flight.
+TEST(DependencyEbpf, ACallEndedByItsConnectionsEndIsAResetOrItsAnswer) {
+  REQUIRE_EBPF();
+  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(lfd, 8), 0);
+  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const uint16_t port = ntohs(a.sin_port);
+  OPEN_PROBE(probe, std::vector{spec(port, 10ms, 100ms, DependencyProtocol::generic)});
+  auto call = [&](int& client, int& server) {
+    ASSERT_EQ(connect_to(port, false, client), 0);
+    server = ::accept(lfd, nullptr, nullptr);
+    ASSERT_GE(server, 0);
+    ASSERT_EQ(::write(client, "PING\r\n", 6), 6);
+    std::this_thread::sleep_for(20ms);
+  };
+  const auto before = snap(probe).dependencies.at(0);
+  int client = -1, server = -1;
+  call(client, server);
+  ::close(server);  // unread: a reset
+  std::this_thread::sleep_for(20ms);
+  ::close(client);
+  const auto reset = snap(probe).dependencies.at(0);
+  EXPECT_EQ(reset.resets - before.resets, 1u) << "the server closed without answering";
+  EXPECT_EQ(reset.calls.stats.completed, before.calls.stats.completed);
+
+  call(client, server);
+  char buf[16];
+  ASSERT_EQ(::read(server, buf, sizeof buf), 6);
+  const int one = 1;
+  ASSERT_EQ(::setsockopt(server, IPPROTO_TCP, TCP_CORK, &one, sizeof one), 0);
+  ASSERT_EQ(::write(server, "+PONG\r\n", 7), 7);
+  ::close(server);  // the FIN goes with the corked answer
+  std::this_thread::sleep_for(20ms);
+  const auto answered = snap(probe).dependencies.at(0);
+  EXPECT_EQ(answered.calls.stats.completed - reset.calls.stats.completed, 1u) << "the answer beside the FIN";
+  EXPECT_EQ(answered.resets, reset.resets);
+  EXPECT_EQ(answered.calls.stats.over_target - reset.calls.stats.over_target, 1u) << "20 ms, over the 10 ms target";
+  ::close(client);
+
+  call(client, server);
+  ::close(client);  // the client gives up
+  const auto gave_up = snap(probe).dependencies.at(0);
+  EXPECT_EQ(gave_up.resets - answered.resets, 1u) << "the client closed with its call in flight";
+  EXPECT_EQ(gave_up.calls.stats.aborted - before.calls.stats.aborted, 2u);
+  EXPECT_EQ(gave_up.calls.stats.errors - before.calls.stats.errors, 2u);
+  EXPECT_EQ(gave_up.calls.inflight, 0u);
+  ::close(server);
   ::close(lfd);
 }
 
