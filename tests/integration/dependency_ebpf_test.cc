@@ -34,6 +34,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dependency_probe_support.h"
 #include "probes/dependency_probe.h"
 #include "probes/endpoint_probe.h"
 #include "process.h"
@@ -53,19 +54,9 @@ using testing::Process;
 using testing::start_test_server;
 using testing::TempDir;
 
-#define REQUIRE_EBPF()                                                                                           \
-  do {                                                                                                           \
-    if (::geteuid() != 0)                                                                                        \
-      GTEST_SKIP() << "SKIPPED: loading eBPF programs needs root; run the integration tier as root (CI does)"; \
-    if (!std::filesystem::exists("/sys/kernel/btf/vmlinux"))                                                     \
-      GTEST_SKIP() << "SKIPPED: the kernel has no BTF (/sys/kernel/btf/vmlinux)";                                \
-  } while (0)
-
-int64_t now_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
+#define REQUIRE_EBPF() HR_REQUIRE_EBPF()
+#define OPEN_PROBE(var, specs) HR_OPEN_DEPENDENCY_PROBE(var, specs)
+int64_t now_ns() { return testing::monotonic_ns(); }
 
 in6_addr loopback_v4() {
   in6_addr a{};
@@ -73,33 +64,15 @@ in6_addr loopback_v4() {
   return a;
 }
 
+// A dependency on 127.0.0.1:port.
 DependencySpec spec(uint16_t port, std::chrono::milliseconds target, std::chrono::milliseconds max,
                     DependencyProtocol protocol = DependencyProtocol::http1) {
-  DependencySpec s;
+  DependencySpec s = testing::dependency_spec(port, target, max, protocol);
   s.address = loopback_v4();
-  s.port = port;
-  s.target_ns = static_cast<uint64_t>(std::chrono::nanoseconds(target).count());
-  s.max_ns = static_cast<uint64_t>(std::chrono::nanoseconds(max).count());
-  s.protocol = protocol;
   return s;
 }
 
-// Opens the probe, or skips when the kernel lacks what it needs (the error
-// names it) and fails on any other error.
-#define OPEN_PROBE(var, specs)                                                                         \
-  auto var##_opened = DependencyProbe::open(specs, {});                                                \
-  if (!var##_opened && var##_opened.error().code == ENOTSUP &&                                         \
-      var##_opened.error().message.find("Linux 6.11") != std::string::npos)                          \
-    GTEST_SKIP() << "SKIPPED: " << var##_opened.error().message;                                     \
-  ASSERT_TRUE(var##_opened) << var##_opened.error().message;                                         \
-  DependencyProbe& var = **var##_opened
-
-DependencySnapshot snap(DependencyProbe& p) {
-  DependencySnapshot s;
-  auto r = p.read(s, now_ns());
-  EXPECT_TRUE(r) << r.error().message;
-  return s;
-}
+DependencySnapshot snap(DependencyProbe& p) { return testing::read_now(p); }
 
 // hr-test-load's one-line JSON report.
 struct Load {

@@ -27,6 +27,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dependency_probe_support.h"
 #include "probes/dependency_probe.h"
 #include "process.h"
 #include "temp_dir.h"
@@ -48,45 +49,21 @@ const std::string kPython = "/usr/bin/python3";
 
 std::string peer_script() { return std::string(HEADROOM_SOURCE_DIR) + "/tests/http2/grpc_peer.py"; }
 
-#define REQUIRE_EBPF_AND_GRPC()                                                                                  \
-  do {                                                                                                           \
-    if (::geteuid() != 0)                                                                                        \
-      GTEST_SKIP() << "SKIPPED: loading eBPF programs needs root; run the integration tier as root (CI does)"; \
-    if (!std::filesystem::exists("/sys/kernel/btf/vmlinux"))                                                     \
-      GTEST_SKIP() << "SKIPPED: the kernel has no BTF (/sys/kernel/btf/vmlinux)";                                \
-    if (std::system((kPython + " -c 'import grpc' 2>/dev/null").c_str()) != 0)                                 \
-      GTEST_SKIP() << "SKIPPED: python3-grpcio is missing (Debian package python3-grpcio)";                    \
+#define REQUIRE_EBPF_AND_GRPC()                                                                   \
+  do {                                                                                            \
+    HR_REQUIRE_EBPF();                                                                            \
+    if (std::system((kPython + " -c 'import grpc' 2>/dev/null").c_str()) != 0)                  \
+      GTEST_SKIP() << "SKIPPED: python3-grpcio is missing (Debian package python3-grpcio)";     \
   } while (0)
 
-int64_t now_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
+// A gRPC dependency on `port` of any host.
 DependencySpec spec(uint16_t port, std::chrono::milliseconds target, std::chrono::milliseconds max) {
-  DependencySpec s;
-  s.port = port;
-  s.target_ns = static_cast<uint64_t>(std::chrono::nanoseconds(target).count());
-  s.max_ns = static_cast<uint64_t>(std::chrono::nanoseconds(max).count());
-  s.protocol = DependencyProtocol::http2;
-  return s;
+  return testing::dependency_spec(port, target, max, DependencyProtocol::http2);
 }
 
-#define OPEN_PROBE(var, specs)                                                                         \
-  auto var##_opened = DependencyProbe::open(specs, {});                                                \
-  if (!var##_opened && var##_opened.error().code == ENOTSUP &&                                         \
-      var##_opened.error().message.find("Linux 6.11") != std::string::npos)                          \
-    GTEST_SKIP() << "SKIPPED: " << var##_opened.error().message;                                     \
-  ASSERT_TRUE(var##_opened) << var##_opened.error().message;                                         \
-  DependencyProbe& var = **var##_opened
+#define OPEN_PROBE(var, specs) HR_OPEN_DEPENDENCY_PROBE(var, specs)
 
-DependencySnapshot snap(DependencyProbe& p) {
-  DependencySnapshot s;
-  auto r = p.read(s, now_ns());
-  EXPECT_TRUE(r) << r.error().message;
-  return s;
-}
+DependencySnapshot snap(DependencyProbe& p) { return testing::read_now(p); }
 
 // The gRPC server, listening on a port of its choice.
 struct Server {

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the dependency probe's integration tests share
+// (tests/integration/dependency_*_test.cc): the probe opened or the test
+// skipped (loudly) where the kernel lacks what it needs, a spec from a port
+// and an SLO, and a snapshot read now.
+#pragma once
+
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "probes/dependency_probe.h"
+
+// Skips the test (loudly) when the machine cannot load eBPF programs at all.
+#define HR_REQUIRE_EBPF()                                                                                        \
+  do {                                                                                                           \
+    if (::geteuid() != 0)                                                                                        \
+      GTEST_SKIP() << "SKIPPED: loading eBPF programs needs root; run the integration tier as root (CI does)"; \
+    if (!std::filesystem::exists("/sys/kernel/btf/vmlinux"))                                                     \
+      GTEST_SKIP() << "SKIPPED: the kernel has no BTF (/sys/kernel/btf/vmlinux)";                                \
+  } while (0)
+
+// `var`: the probe opened for `specs`. Skips when the kernel lacks the
+// socket tracepoints (the error names the version), fails on any other error.
+#define HR_OPEN_DEPENDENCY_PROBE(var, specs)                                                           \
+  auto var##_opened = ::headroom::probes::DependencyProbe::open(specs, {});                            \
+  if (!var##_opened && var##_opened.error().code == ENOTSUP &&                                         \
+      var##_opened.error().message.find("Linux 6.11") != std::string::npos)                          \
+    GTEST_SKIP() << "SKIPPED: " << var##_opened.error().message;                                     \
+  ASSERT_TRUE(var##_opened) << var##_opened.error().message;                                         \
+  ::headroom::probes::DependencyProbe& var = **var##_opened
+
+namespace headroom::testing {
+
+// CLOCK_MONOTONIC, the clock of the probe's times.
+inline int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// A dependency on `port` of any host.
+inline probes::DependencySpec dependency_spec(uint16_t port, std::chrono::milliseconds target,
+                                              std::chrono::milliseconds max, probes::DependencyProtocol protocol) {
+  probes::DependencySpec s;
+  s.port = port;
+  s.target_ns = static_cast<uint64_t>(std::chrono::nanoseconds(target).count());
+  s.max_ns = static_cast<uint64_t>(std::chrono::nanoseconds(max).count());
+  s.protocol = protocol;
+  return s;
+}
+
+// The probe read now; a failed read fails the test.
+inline probes::DependencySnapshot read_now(probes::DependencyProbe& p) {
+  probes::DependencySnapshot s;
+  auto r = p.read(s, monotonic_ns());
+  EXPECT_TRUE(r) << r.error().message;
+  return s;
+}
+
+}  // namespace headroom::testing
