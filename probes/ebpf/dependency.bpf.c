@@ -81,10 +81,11 @@ struct {
  * loads) and arrived_bytes (where the bytes that just came are). */
 #include "arrived.bpf.h"
 
-static __always_inline __u32 rcv_nxt(const struct sock *sk) {
-  const struct tcp_sock *tp = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
-  return tp->rcv_nxt;
+static __always_inline const struct tcp_sock *tcp_of(const struct sock *sk) {
+  return bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
 }
+
+static __always_inline __u32 rcv_nxt(const struct sock *sk) { return tcp_of(sk)->rcv_nxt; }
 
 /* The port's dependencies, or 0. dport: skc_dport, network byte order. */
 static __always_inline const struct hr_dep_port *port_config(__u16 dport) {
@@ -231,15 +232,63 @@ static __always_inline void count_end(__u32 dep, __u64 latency, int how, int err
   if (latency > d->max_ns) s->s.over_max++;
 }
 
-static __always_inline void end_call_at(struct hr_dep_call *e, struct hr_dep_sk *st, int how, int error, __u64 now) {
+/* When a call began. The clock read costs ~50 ns in a program here; a call
+ * written at once on a busy connection does without it. TCP refreshes the
+ * socket's clock cache (tp->tcp_clock_cache, the monotonic clock) as it takes
+ * in or sends a segment, and stamps the jiffy of it (lrcvtime, rcv_tstamp,
+ * lsndtime): a stamp of the current jiffy (bpf_jiffies64, inlined: a load)
+ * means the cache is less than a tick old, enough to age a call in flight.
+ * Such a call takes its start, once it ends, from TCP's own stamp: sending on
+ * an idle connection (nothing unacknowledged) stamps tp->first_tx_mstamp
+ * (microseconds, the same clock) with the time its first segment left, and
+ * an acknowledgement with the send time of the newest segment it covers; the
+ * answer acknowledges the request, so at its arrival the stamp is the
+ * request's last segment's. A request sent in one piece has one time; one
+ * written in several takes the stamp at its second write (more_of_the_call),
+ * and one larger than HR_DEP_ONE_SEND_BYTES bytes, which TCP may send over several round
+ * trips, reads the clock. A stamp older than the cache is an earlier
+ * flight's (the request was not sent at once): the cache then. */
+#define HR_DEP_ONE_SEND_BYTES 4096
+
+static __always_inline __u64 call_began(const struct sock *sk, const struct hr_dep_call *e) {
   const __u64 start = e->start_ns;
+  if (!(e->flags & HR_DEP_F_TXSTART)) return start;
+  const __u64 sent = tcp_of(sk)->first_tx_mstamp * 1000;
+  return sent >= start ? sent : start;
+}
+
+/* The start of a call whose first bytes (bytes of them) are being written on
+ * sk (call_began). */
+static __always_inline __u64 write_time(const struct sock *sk, __u64 bytes, __u32 *flags) {
+  const struct tcp_sock *tp = tcp_of(sk);
+  const __u32 jiffy = (__u32)bpf_jiffies64();
+  if (tp->packets_out != 0 || bytes > HR_DEP_ONE_SEND_BYTES ||
+      (tp->inet_conn.icsk_ack.lrcvtime != jiffy && tp->rcv_tstamp != jiffy && tp->lsndtime != jiffy))
+    return bpf_ktime_get_ns();
+  *flags |= HR_DEP_F_TXSTART;
+  return tp->tcp_clock_cache;
+}
+
+/* More of a call's request is written: its segments will restamp
+ * first_tx_mstamp once acknowledged; the call's start is taken now, from
+ * the stamp its first piece left. */
+static __always_inline void more_of_the_call(const struct sock *sk, struct hr_dep_call *e) {
+  if (!(e->flags & HR_DEP_F_TXSTART)) return;
+  e->start_ns = call_began(sk, e);
+  e->flags &= ~HR_DEP_F_TXSTART;
+}
+
+static __always_inline void end_call_at(const struct sock *sk, struct hr_dep_call *e, struct hr_dep_sk *st, int how,
+                                        int error, __u64 now) {
+  const __u64 start = call_began(sk, e);
   const __u32 dep = e->dep;
   free_call(e, st);
   count_end(dep, now > start ? now - start : 0, how, error);
 }
 
-static __always_inline void end_call(struct hr_dep_call *e, struct hr_dep_sk *st, int how, int error) {
-  end_call_at(e, st, how, error, bpf_ktime_get_ns());
+static __always_inline void end_call(const struct sock *sk, struct hr_dep_call *e, struct hr_dep_sk *st, int how,
+                                     int error) {
+  end_call_at(sk, e, st, how, error, bpf_ktime_get_ns());
 }
 
 /* When the segment that sk_data_ready announces began to be processed: TCP
@@ -247,10 +296,7 @@ static __always_inline void end_call(struct hr_dep_call *e, struct hr_dep_sk *st
  * bpf_ktime_get_ns()) as an established socket's segment comes in, about a
  * microsecond before the announcement here. A plain load, where the clock
  * read costs ~45 ns on a virtual machine. */
-static __always_inline __u64 segment_time(const struct sock *sk) {
-  const struct tcp_sock *tp = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
-  return tp->tcp_clock_cache;
-}
+static __always_inline __u64 segment_time(const struct sock *sk) { return tcp_of(sk)->tcp_clock_cache; }
 
 /* HTTP/1: does the answer that began to arrive (its n bytes so far, the
  * last n that reached sk) start with a 5xx status line? Read only when the
@@ -285,20 +331,20 @@ static __always_inline void dep_state(struct sock *sk, int oldstate, int newstat
   if (!e) return;
   if (e->flags & HR_DEP_F_CONNECT) {
     if (newstate == TCP_ESTABLISHED) free_call(e, st); /* connected: calls start at writes */
-    else if (newstate == TCP_CLOSE) end_call(e, st, END_CONNECT, 0);
+    else if (newstate == TCP_CLOSE) end_call(sk, e, st, END_CONNECT, 0);
     return;
   }
   if (newstate == TCP_CLOSE_WAIT) {
     /* The peer closed. The state changes before the data that came with the
      * FIN is announced: answer bytes beside the FIN (which takes one
      * sequence number) were the answer. */
-    end_call(e, st, rcv_nxt(sk) - e->rcv_start > 1 ? END_ANSWER : END_RESET, 0);
+    end_call(sk, e, st, rcv_nxt(sk) - e->rcv_start > 1 ? END_ANSWER : END_RESET, 0);
   } else if (newstate == TCP_CLOSE || newstate == TCP_FIN_WAIT1) {
-    end_call(e, st, END_RESET, 0); /* reset, or the client gave up on it */
+    end_call(sk, e, st, END_RESET, 0); /* reset, or the client gave up on it */
   }
 }
 
-static __always_inline void dep_write(struct sock *sk) {
+static __always_inline void dep_write(struct sock *sk, const struct msghdr *msg) {
   const struct hr_dep_port *pc = port_config(sk->__sk_common.skc_dport);
   if (!pc) return;
   /* A dependency without callers is decided by the peer alone, and its call
@@ -306,16 +352,30 @@ static __always_inline void dep_write(struct sock *sk) {
   const __u32 dep = dep_of(sk, pc);
   const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
   if (!d) return; /* no dependency's peer */
+  __u32 flags = 0;
   if (!d->callers) {
-    if (sk->__sk_common.skc_state != TCP_ESTABLISHED || find_call(sk)) return; /* a connect, or the rest of the request */
-    take_slot(sk, call_position(sk), dep, bpf_ktime_get_ns(), rcv_nxt(sk), 0);
+    if (sk->__sk_common.skc_state != TCP_ESTABLISHED) return; /* a connect */
+    struct hr_dep_call *e = find_call(sk);
+    if (e) {
+      more_of_the_call(sk, e);
+      return;
+    }
+    const __u64 now = write_time(sk, msg->msg_iter.count, &flags);
+    take_slot(sk, call_position(sk), dep, now, rcv_nxt(sk), flags);
     return;
   }
   struct hr_dep_sk *st = decided(sk, pc); /* a connection older than the probe: decided now */
   if (!st || st->dep == HR_DEP_UNTRACED || st->dep == HR_DEP_UNDECIDED) return;
-  if (st->slot && call_of(sk, st)) return; /* the rest of the request */
+  if (st->slot) {
+    struct hr_dep_call *e = call_of(sk, st);
+    if (e) {
+      more_of_the_call(sk, e);
+      return;
+    }
+  }
   if (sk->__sk_common.skc_state != TCP_ESTABLISHED) return;
-  st->slot = take_slot(sk, call_position(sk), st->dep - 1, bpf_ktime_get_ns(), rcv_nxt(sk), 0);
+  const __u64 now = write_time(sk, msg->msg_iter.count, &flags);
+  st->slot = take_slot(sk, call_position(sk), st->dep - 1, now, rcv_nxt(sk), flags);
 }
 
 static __always_inline void dep_arrival(struct sock *sk) {
@@ -329,7 +389,7 @@ static __always_inline void dep_arrival(struct sock *sk) {
   const __u32 dep = e->dep;
   const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
   const int error = d && d->proto == HR_DEP_PROTO_HTTP1 && server_error(sk, rcv - e->rcv_start);
-  end_call_at(e, 0, END_ANSWER, error, segment_time(sk));
+  end_call_at(sk, e, 0, END_ANSWER, error, segment_time(sk));
 }
 
 /* HTTP/2 dependencies: streams (dep_h2_write, dep_h2_arrival, dep_h2_state). */
@@ -345,7 +405,7 @@ int BPF_PROG(hr_dep_set_state, struct sock *sk, int oldstate, int newstate) {
 SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(hr_dep_write, struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb, int size_goal) {
   if (dep_h2_write(sk, msg)) return 0;
-  dep_write(sk);
+  dep_write(sk, msg);
   return 0;
 }
 

@@ -70,9 +70,10 @@ struct hr_dep_sk {
  * A slot is taken by a compare-and-swap of sk from 0 and freed by storing
  * 0 there; user space reads the slots in place each interval. */
 #define HR_DEP_F_CONNECT 1 /* the connect itself, in progress (SYN_SENT) */
+#define HR_DEP_F_TXSTART 4 /* start_ns is TCP's clock cache (under a tick old); the start is its first send stamp (dependency.bpf.c) */
 struct hr_dep_call {
   __u64 sk;       /* struct sock * of the connection; 0: free */
-  __u64 start_ns; /* bpf_ktime_get_ns() at the write (or the connect) that began it */
+  __u64 start_ns; /* the clock at the write (or the connect) that began it; under a tick early with HR_DEP_F_TXSTART */
   __u32 dep;      /* dependency index */
   __u32 rcv_start; /* the socket's rcv_nxt when the call began: answer bytes move it */
   __u32 flags;    /* HR_DEP_F_* */

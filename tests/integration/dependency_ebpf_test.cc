@@ -376,6 +376,81 @@ TEST(DependencyEbpf, AConnectionOlderThanTheProbeIsMeasuredFromItsFirstWrite) {
   EXPECT_EQ(after.calls.inflight, 0u);
 }
 
+// Each call's time as the probe takes it: from the request's first segment
+// (or its write) to the answer's arrival, so never more than the client's own
+// measure (before its write to after its read), and not less than it by more
+// than the system calls around them. Three ways to call, each taking another
+// path of the probe's clock: calls back to back (the start from TCP's send
+// stamp), calls after a pause longer than a tick (a clock read at the write),
+// and a request written in two pieces 5 ms apart (the start stays the first
+// piece's, whether or not the server acknowledged it before the second).
+struct Timed {
+  double probe_ms = 0, client_ms = 0;
+  uint64_t calls = 0;
+};
+
+Timed timed_calls(DependencyProbe& probe, int fd, int n, std::chrono::milliseconds pause, bool split) {
+  const auto before = snap(probe).dependencies.at(0);
+  int64_t client_ns = 0;
+  for (int i = 0; i < n; ++i) {
+    std::this_thread::sleep_for(pause);
+    const int64_t t0 = now_ns();
+    if (split) {
+      EXPECT_EQ(::write(fd, "20", 2), 2);
+      std::this_thread::sleep_for(5ms);
+      EXPECT_EQ(::write(fd, "00\n", 3), 3);
+    } else {
+      EXPECT_EQ(::write(fd, "2000\n", 5), 5);
+    }
+    std::string answer;
+    char buf[16];
+    while (!answer.ends_with("\n")) {
+      const ssize_t got = ::read(fd, buf, sizeof buf);
+      if (got <= 0) {
+        ADD_FAILURE() << "the server closed";
+        return {};
+      }
+      answer.append(buf, static_cast<std::size_t>(got));
+    }
+    client_ns += now_ns() - t0;
+  }
+  const auto after = snap(probe).dependencies.at(0);
+  Timed t;
+  t.calls = after.calls.stats.completed - before.calls.stats.completed;
+  t.probe_ms = static_cast<double>(after.calls.stats.busy_ns - before.calls.stats.busy_ns) / 1e6 / n;
+  t.client_ms = static_cast<double>(client_ns) / 1e6 / n;
+  return t;
+}
+
+TEST(DependencyEbpf, EachCallIsTimedWithinTheClientsOwnMeasure) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "line"});  // "2000": answers after 2 ms
+  ASSERT_NE(server.port, 0);
+  OPEN_PROBE(probe, std::vector{spec(server.port, 10ms, 100ms, DependencyProtocol::generic)});
+  int fd = -1;
+  ASSERT_EQ(connect_to(server.port, false, fd), 0);
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  struct Way {
+    const char* name;
+    std::chrono::milliseconds pause;
+    bool split;
+  };
+  for (const Way way : {Way{"back to back", 0ms, false}, Way{"after 10 ms pauses", 10ms, false},
+                        Way{"in two pieces", 0ms, true}}) {
+    constexpr int kCalls = 150;
+    const Timed t = timed_calls(probe, fd, kCalls, way.pause, way.split);
+    std::cout << "[ timing ] " << way.name << ": probe " << t.probe_ms << " ms, client " << t.client_ms
+              << " ms per call\n";
+    EXPECT_EQ(t.calls, static_cast<uint64_t>(kCalls)) << way.name;
+    EXPECT_GE(t.probe_ms, 2.0) << way.name << ": the server's own delay is 2 ms";
+    EXPECT_LE(t.probe_ms, t.client_ms) << way.name << ": longer than the client saw";
+    EXPECT_GE(t.probe_ms, t.client_ms - 0.3) << way.name << ": shorter than the client saw by more than 0.3 ms";
+  }
+  ::close(fd);
+}
+
 // Refused connects to (address, port) pairs that share ports: each counts for
 // the dependency its peer address names, IPv6 and IPv4 alike; an IPv6 socket
 // to an IPv4-mapped address is the IPv4 peer.
