@@ -87,7 +87,11 @@ ccache_stats
 took "build"
 echo "=== test build (all but the packaging tier) at $(elapsed)"
 begin
-(cd build && ctest --output-on-failure -j"$jobs" --timeout 600 -LE packaging)
+# With the sanitizer pass, the tests labelled sanitized_run run there only
+# (tests/CMakeLists.txt): once, and with memory checks.
+exclude=packaging
+[ "$sanitize" = 1 ] && exclude='packaging|sanitized_run'
+(cd build && ctest --output-on-failure -j"$jobs" --timeout 600 -LE "$exclude")
 took "tests"
 
 # The packaging tier, in the background, its output in build/packaging-tests.log.
