@@ -118,7 +118,6 @@ Load run_reading(DependencyProbe& probe, Process& load) {
   return finish(load);
 }
 
-uint64_t ended(const DependencyTotals& t) { return t.calls.stats.completed + t.calls.stats.aborted; }
 
 // Accuracy against the client: 20 % of the calls are slow (20 ms, over the
 // 10 ms target), the others fast (1 ms).
@@ -222,30 +221,14 @@ TEST(DependencyEbpf, AStoppedDependencyDrivesTheShareOverMaxToOne) {
                dir);
   std::this_thread::sleep_for(1s);
   testing::ContinueAtExit resume{server.proc->pid()};
-  auto prev = snap(probe).dependencies.at(0);
+  const auto prev = snap(probe).dependencies.at(0);
   ASSERT_GT(prev.calls.stats.completed, 100u) << "calls before the stop";
   server.proc->signal(SIGSTOP);
   const auto stopped = std::chrono::steady_clock::now();
-  double share = 0;
-  uint64_t inflight = 0;
-  while (std::chrono::steady_clock::now() - stopped < 2s) {
-    std::this_thread::sleep_for(100ms);
-    const auto cur = snap(probe).dependencies.at(0);
-    const double over = static_cast<double>(cur.calls.stats.over_max - prev.calls.stats.over_max +
-                                            cur.calls.inflight_over_max);
-    const double all = static_cast<double>(ended(cur) - ended(prev) + cur.calls.inflight);
-    prev = cur;
-    share = all > 0 ? over / all : 0;
-    inflight = cur.calls.inflight;
-    if (share >= 1.0) break;
-  }
-  const auto took = std::chrono::steady_clock::now() - stopped;
-  std::cout << "[ stopped ] share over max " << share << " after "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms, in flight " << inflight
-            << "\n";
-  EXPECT_EQ(share, 1.0);
-  EXPECT_EQ(inflight, 4u) << "one call in flight per connection";
-  EXPECT_LE(took, 100ms + 2 * 100ms + 200ms) << "max + two read intervals (+ slack for a busy machine)";
+  const auto r = testing::share_over_max_after_stop(probe, prev, stopped);
+  EXPECT_EQ(r.share, 1.0);
+  EXPECT_EQ(r.inflight, 4u) << "one call in flight per connection";
+  EXPECT_LE(r.took, 100ms + 2 * 100ms + 200ms) << "max + two read intervals (+ slack for a busy machine)";
   server.proc->signal(SIGCONT);
   (void)finish(load);
 }

@@ -302,30 +302,13 @@ TEST(DependencyHttp2, AStoppedGrpcServerDrivesTheShareOverMaxToOne) {
   Process client(client_args(server.port, "4", 8, out, 0, 0), dir);
   std::this_thread::sleep_for(1500ms);
   testing::ContinueAtExit resume{server.proc->pid()};
-  auto prev = snap(probe).dependencies.at(0);
+  const auto prev = snap(probe).dependencies.at(0);
   server.proc->signal(SIGSTOP);
   const auto stopped = std::chrono::steady_clock::now();
-  double share = 0;
-  uint64_t inflight = 0;
-  while (std::chrono::steady_clock::now() - stopped < 2s) {
-    std::this_thread::sleep_for(100ms);
-    const auto cur = snap(probe).dependencies.at(0);
-    const double over = static_cast<double>(cur.calls.stats.over_max - prev.calls.stats.over_max +
-                                            cur.calls.inflight_over_max);
-    const double all = static_cast<double>(cur.calls.stats.completed + cur.calls.stats.aborted -
-                                           prev.calls.stats.completed - prev.calls.stats.aborted + cur.calls.inflight);
-    prev = cur;
-    share = all > 0 ? over / all : 0;
-    inflight = cur.calls.inflight;
-    if (share >= 1.0) break;
-  }
-  const auto took = std::chrono::steady_clock::now() - stopped;
-  std::cout << "[ stopped ] share over max " << share << " after "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms, in flight " << inflight
-            << "\n";
-  EXPECT_EQ(share, 1.0);
-  EXPECT_EQ(inflight, 8u) << "the client's 8 calls in flight, streams of one connection";
-  EXPECT_LE(took, 100ms + 2 * 100ms + 300ms) << "max + two read intervals (+ slack for a busy machine)";
+  const auto r = testing::share_over_max_after_stop(probe, prev, stopped);
+  EXPECT_EQ(r.share, 1.0);
+  EXPECT_EQ(r.inflight, 8u) << "the client's 8 calls in flight, streams of one connection";
+  EXPECT_LE(r.took, 100ms + 2 * 100ms + 300ms) << "max + two read intervals (+ slack for a busy machine)";
   server.proc->signal(SIGCONT);
   (void)client.wait(60s);
 }

@@ -2,7 +2,7 @@
 // What the dependency probe's integration tests share
 // (tests/integration/dependency_*_test.cc): the probe opened or the test
 // skipped (loudly) where the kernel lacks what it needs, a spec from a port
-// and an SLO, and a snapshot read now.
+// and an SLO, a snapshot read now, and the share over max after a stop.
 #pragma once
 
 #include <time.h>
@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <iostream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -63,6 +65,38 @@ inline probes::DependencySnapshot read_now(probes::DependencyProbe& p) {
   auto r = p.read(s, monotonic_ns());
   EXPECT_TRUE(r) << r.error().message;
   return s;
+}
+
+// The share of calls over max once the dependency stopped answering (at
+// `stopped`), read every 100 ms for at most 2 s until it is 1: the calls
+// ended since the previous read and those in flight, over max among them.
+struct StoppedShare {
+  double share = 0;
+  uint64_t inflight = 0;
+  std::chrono::milliseconds took{};
+};
+
+inline StoppedShare share_over_max_after_stop(probes::DependencyProbe& p, probes::DependencyTotals prev,
+                                              std::chrono::steady_clock::time_point stopped) {
+  using namespace std::chrono_literals;
+  StoppedShare r;
+  while (std::chrono::steady_clock::now() - stopped < 2s) {
+    std::this_thread::sleep_for(100ms);
+    const auto cur = read_now(p).dependencies.at(0);
+    const auto& c = cur.calls.stats;
+    const auto& b = prev.calls.stats;
+    const double over = static_cast<double>(c.over_max - b.over_max + cur.calls.inflight_over_max);
+    const double all =
+        static_cast<double>(c.completed + c.aborted - b.completed - b.aborted + cur.calls.inflight);
+    prev = cur;
+    r.share = all > 0 ? over / all : 0;
+    r.inflight = cur.calls.inflight;
+    if (r.share >= 1.0) break;
+  }
+  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - stopped);
+  std::cout << "[ stopped ] share over max " << r.share << " after " << r.took.count() << " ms, in flight "
+            << r.inflight << "\n";
+  return r;
 }
 
 }  // namespace headroom::testing
