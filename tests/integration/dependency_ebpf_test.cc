@@ -118,7 +118,6 @@ Load run_reading(DependencyProbe& probe, Process& load) {
   return finish(load);
 }
 
-
 // Accuracy against the client: 20 % of the calls are slow (20 ms, over the
 // 10 ms target), the others fast (1 ms).
 void expect_matches_client(DependencyProbe& probe, const TempDir& dir, uint16_t port, std::vector<std::string> args) {
