@@ -8,16 +8,14 @@
 //    writer takes;
 //  - an accepted dependency written back as a flag (durations through
 //    format_duration, an IPv6 host in brackets) parses to the same one.
-#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "agent/config/config.h"
 #include "agent/config/config_checks.h"
-#include "agent/config/config_keys.h"
+#include "fuzz_flag_support.h"
 #include "fuzz_support.h"
 #include "headroom/orca/names.h"
-#include "headroom/orca/report.h"
 
 namespace agent = headroom::agent;
 namespace orca = headroom::orca;
@@ -51,26 +49,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text = headroom::fuzz::as_text(data, size);
   auto parsed = agent::parse_dependency_flag(text);
   if (!parsed) {
-    const headroom::Error& err = parsed.error();
-    if (err.message.empty()) fail(kTarget, "an error without a message");
-    if (!err.file.empty() || err.line != 0) fail(kTarget, "an error with a place: " + err.to_string());
-    const auto keys = agent::keys_in("dependency");
-    if (!err.key.empty() && std::find(keys.begin(), keys.end(), err.key) == keys.end())
-      fail(kTarget, "an error naming no key of [[dependency]]: " + err.to_string());
+    headroom::fuzz::check_flag_error(kTarget, parsed.error(), "dependency");
     return 0;
   }
   const agent::DependencyConfig& d = *parsed;
   if (auto r = agent::validate_dependencies({d}, "--dependency"); !r)
     fail(kTarget, "an accepted flag fails validate_dependencies: " + r.error().to_string());
   if (d.port == 0) fail(kTarget, "an accepted dependency without a port");
-  const std::string file = orca::report_file_name(orca::dependency_scope(d.name));
-  if (file.front() == '.' || file.find('/') != std::string::npos || file.find('\0') != std::string::npos ||
-      file.size() >= 200)
-    fail(kTarget, "report file name \"" + file + "\" is not one the writer takes");
+  headroom::fuzz::check_report_file(kTarget, orca::dependency_scope(d.name));
   const std::string again = as_flag(d);
-  auto back = agent::parse_dependency_flag(again);
-  if (!back)
-    fail(kTarget, "\"" + again + "\", written from an accepted flag, is rejected: " + back.error().to_string());
-  if (!(*back == d)) fail(kTarget, "\"" + again + "\" parses to another dependency");
+  headroom::fuzz::check_round_trip(kTarget, d, again, agent::parse_dependency_flag, "dependency");
   return 0;
 }
