@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -232,18 +233,32 @@ TEST(DependencyEbpf, AStoppedDependencyDrivesTheShareOverMaxToOne) {
   (void)finish(load);
 }
 
-// A free port: bound, then closed, so nothing listens there.
-uint16_t free_port() {
+// A socket bound to 127.0.0.1 on a port of the kernel's choice (in port).
+int bound_loopback(uint16_t& port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    return 0;
-  ::close(fd);
-  return ntohs(a.sin_port);
+  port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  return fd;
+}
+
+// A free port: bound, then closed, so nothing listens there.
+uint16_t free_port() {
+  uint16_t port = 0;
+  ::close(bound_loopback(port));
+  return port;
+}
+
+// A listener on 127.0.0.1 (its port in port), with that backlog.
+int loopback_listener(int backlog, uint16_t& port) {
+  const int fd = bound_loopback(port);
+  if (::listen(fd, backlog) != 0) port = 0;
+  return fd;
 }
 
 // Connects to 127.0.0.1:port; blocking: 0 or the errno, nonblocking: the fd.
@@ -486,15 +501,9 @@ TEST(DependencyEbpf, PeersAreMatchedByAddressIpv6AndIpv4Alike) {
 // in flight while it waits, and a connect failure when the client gives up.
 TEST(DependencyEbpf, ABlackHoledConnectIsInFlightThenAConnectFailure) {
   REQUIRE_EBPF();
-  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(lfd, 0), 0);
-  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const uint16_t port = ntohs(a.sin_port);
+  uint16_t port = 0;
+  const int lfd = loopback_listener(0, port);
+  ASSERT_NE(port, 0) << std::strerror(errno);
   OPEN_PROBE(probe, std::vector{spec(port, 50ms, 200ms, DependencyProtocol::generic)});
   int queued = -1, held = -1;
   ASSERT_EQ(connect_to(port, false, queued), 0) << "the one connection the queue holds";
@@ -525,15 +534,9 @@ TEST(DependencyEbpf, ABlackHoledConnectIsInFlightThenAConnectFailure) {
 // and the client gives up and closes with its call in flight.
 TEST(DependencyEbpf, ACallEndedByItsConnectionsEndIsAResetOrItsAnswer) {
   REQUIRE_EBPF();
-  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(lfd, 8), 0);
-  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const uint16_t port = ntohs(a.sin_port);
+  uint16_t port = 0;
+  const int lfd = loopback_listener(8, port);
+  ASSERT_NE(port, 0) << std::strerror(errno);
   OPEN_PROBE(probe, std::vector{spec(port, 10ms, 100ms, DependencyProtocol::generic)});
   auto call = [&](int& client, int& server) {
     ASSERT_EQ(connect_to(port, false, client), 0);
