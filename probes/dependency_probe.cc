@@ -211,6 +211,8 @@ Result<void> DependencyProbe::Impl::fill() {
               : d.protocol == DependencyProtocol::http2 ? HR_DEP_PROTO_HTTP2
                                                         : HR_DEP_PROTO_GENERIC;
     v.callers = d.caller_process.empty() && d.caller_cgroup.empty() ? 0 : 1;
+    v.errors = (d.errors.status_5xx ? HR_DEP_ERR_5XX : 0u) | (d.errors.status_4xx ? HR_DEP_ERR_4XX : 0u) |
+               (d.errors.connect ? HR_DEP_ERR_CONNECT : 0u) | (d.errors.reset ? HR_DEP_ERR_RESET : 0u);
     const auto idx = static_cast<__u32>(i);
     if (bpf_map_update_elem(bpf_map__fd(obj->maps.deps), &idx, &v, BPF_ANY) != 0)
       return Error{errno, std::string("cannot configure the eBPF dependencies map: ") + std::strerror(errno)};

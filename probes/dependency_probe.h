@@ -48,6 +48,15 @@ struct DependencySpec {
   // most 15 bytes). Both set: a process must match both.
   std::string caller_cgroup;
   std::string caller_process;
+  // The error rule: which failed calls count in calls.stats.errors.
+  // Connect failures and resets are counted apart whatever it says.
+  struct Errors {
+    bool status_5xx = true;  // an HTTP 5xx answer; http2: also a grpc-status other than OK
+    bool status_4xx = false; // an HTTP 4xx answer
+    bool connect = true;     // a failed connect
+    bool reset = true;       // a reset or a close with the call in flight; http2: RST_STREAM too
+    bool operator==(const Errors&) const = default;
+  } errors;
 };
 
 struct DependencyProbeOptions {
@@ -62,7 +71,8 @@ struct DependencyProbeOptions {
 // One dependency's counters since the probe was loaded (sums over CPUs; they
 // wrap, so take differences) and its calls in flight now.
 //  calls.stats.completed      calls whose answer began to arrive
-//  calls.stats.errors         failed calls: error answers, plus every aborted call and connect failure
+//  calls.stats.errors         failed calls, as DependencySpec::errors says (by default error answers,
+//                             every aborted call and every connect failure)
 //  calls.stats.aborted        calls that ended without an answer: connection reset or closed
 //                             with the call in flight, and connect failures
 //  calls.stats.over_target/over_max, busy_ns, hist: of completed and aborted calls

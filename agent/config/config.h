@@ -109,6 +109,15 @@ enum class DependencyProtocol {
   generic,  // any request/response protocol, one call at a time per connection
 };
 
+// The kinds of failed call a dependency's error rule (`errors`) can count.
+enum DependencyError : uint32_t {
+  kDependencyError5xx = 1,      // an HTTP 5xx answer; for http2 also a grpc-status other than OK
+  kDependencyError4xx = 2,      // an HTTP 4xx answer
+  kDependencyErrorConnect = 4,  // a connect that failed (refused, timed out, given up)
+  kDependencyErrorReset = 8,    // a reset or a close with the call in flight (http2: RST_STREAM too)
+};
+inline constexpr uint32_t kDependencyErrorsDefault = kDependencyErrorConnect | kDependencyErrorReset | kDependencyError5xx;
+
 struct DependencyConfig {
   std::string name;  // as an endpoint's name; unique among dependencies
   // The remote side: an IP literal as the user wrote it, without brackets
@@ -121,6 +130,8 @@ struct DependencyConfig {
   std::chrono::nanoseconds target{0};  // > 0
   std::chrono::nanoseconds max{0};     // >= target
   uint32_t max_concurrency = 0;        // 0: not declared (no concurrency signal)
+  // Which failures count as errors (`errors`): DependencyError bits.
+  uint32_t errors = kDependencyErrorsDefault;
 
   bool operator==(const DependencyConfig&) const = default;
 };

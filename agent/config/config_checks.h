@@ -78,6 +78,17 @@ inline constexpr std::string_view kDependencyProtocolNames[] = {"http1", "http2"
 std::optional<DependencyProtocol> parse_dependency_protocol(std::string_view name);
 std::string_view dependency_protocol_name(DependencyProtocol protocol);
 Result<void> check_dependency_protocol(std::string_view name);
+// errors: kinds joined by '+' ("connect+reset+5xx"), or "none"; the
+// DependencyError bits. Written back in kDependencyErrorNames' order.
+struct DependencyErrorName {
+  std::string_view name;
+  uint32_t bit;
+};
+inline constexpr DependencyErrorName kDependencyErrorNames[] = {
+    {"connect", kDependencyErrorConnect}, {"reset", kDependencyErrorReset},
+    {"5xx", kDependencyError5xx},         {"4xx", kDependencyError4xx}};
+Result<uint32_t> parse_dependency_errors(std::string_view text);
+std::string format_dependency_errors(uint32_t errors);
 // address and port: exactly one of them was given.
 Result<void> check_dependency_remote(bool address_given, bool port_given);
 // The list as a whole: the limit and unique names (issue.field "name" or "").

@@ -23,7 +23,7 @@ constexpr std::string_view kAddressExamples = "e.g. \"10.0.0.5:6379\" or \"[2001
 
 constexpr std::string_view kDependencyFlagForm =
     "name=NAME,address=IP:PORT|port=PORT[,callers_cgroup=/CGROUP][,callers_process=COMM]"
-    "[,protocol=http1|http2|generic],target=DURATION,max=DURATION[,max_concurrency=N]";
+    "[,protocol=http1|http2|generic],target=DURATION,max=DURATION[,max_concurrency=N][,errors=KIND+KIND]";
 constexpr std::string_view kDependencyFlagExample = "name=cache,address=10.0.0.5:6379,protocol=generic,target=2ms,max=50ms";
 
 bool looks_like_ip(std::string_view host) {
@@ -156,6 +156,46 @@ Result<void> check_dependency_protocol(std::string_view name) {
   return problem("must be " + quoted_list(kDependencyProtocolNames, " or ") + ", got " + quote(name) + hint);
 }
 
+Result<uint32_t> parse_dependency_errors(std::string_view text) {
+  if (text == "none") return 0u;
+  const auto names = [] {
+    std::vector<std::string_view> v;
+    for (const auto& e : kDependencyErrorNames) v.push_back(e.name);
+    return quoted_list(v, ", ");
+  };
+  if (text.empty())
+    return problem("is empty; name the kinds of failure that count as errors, joined by +, from " + names() +
+                   " (\"connect+reset+5xx\" is the default), or \"none\"");
+  uint32_t bits = 0;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t plus = std::min(text.find('+', at), text.size());
+    const std::string_view kind = text.substr(at, plus - at);
+    const auto* e = std::find_if(std::begin(kDependencyErrorNames), std::end(kDependencyErrorNames),
+                                 [&](const DependencyErrorName& x) { return x.name == kind; });
+    if (e == std::end(kDependencyErrorNames)) {
+      std::string hint;
+      if (kind == "5XX" || kind == "500" || kind == "http" || kind == "grpc" || kind == "status")
+        hint = "; \"5xx\" counts HTTP 5xx answers and, for http2, a grpc-status other than OK";
+      else if (kind == "none")
+        hint = "; \"none\" stands alone";
+      return problem("names " + quote(kind) + ", not a kind of failure; the kinds are " + names() +
+                     ", joined by + (\"connect+reset+5xx\" is the default), or \"none\"" + hint);
+    }
+    if (bits & e->bit) return problem("names " + quote(kind) + " twice");
+    bits |= e->bit;
+    at = plus + 1;
+  }
+  return bits;
+}
+
+std::string format_dependency_errors(uint32_t errors) {
+  std::string out;
+  for (const auto& e : kDependencyErrorNames)
+    if (errors & e.bit) out += (out.empty() ? "" : "+") + std::string(e.name);
+  return out.empty() ? "none" : out;
+}
+
 Result<void> check_dependency_remote(bool address_given, bool port_given) {
   if (address_given && port_given)
     return problem("address and port are both given; give address (\"10.0.0.5:6379\": one host) or port "
@@ -198,6 +238,8 @@ Result<void> check_dependency_fields(const DependencyConfig& d) {
   if (d.max_concurrency != 0)
     if (auto r = check_max_concurrency(d.max_concurrency, std::to_string(d.max_concurrency)); !r)
       return at_key(std::move(r), "max_concurrency");
+  if (d.errors & ~(kDependencyError5xx | kDependencyError4xx | kDependencyErrorConnect | kDependencyErrorReset))
+    return problem("names a kind of failure this version does not know", "errors");
   return {};
 }
 
@@ -228,6 +270,10 @@ Result<void> set_dependency_field(DependencyConfig& d, std::string_view key, std
     d.protocol = *parse_dependency_protocol(value);
   } else if (key == "target" || key == "max") {
     return flag_latency(key, value, target, max);
+  } else if (key == "errors") {
+    auto e = parse_dependency_errors(value);
+    if (!e) return at_key(std::move(e).error(), key);
+    d.errors = *e;
   } else {  // max_concurrency
     auto n = flag_max_concurrency(key, value);
     if (!n) return std::move(n).error();

@@ -76,6 +76,13 @@ bool set_max_concurrency(KeyValue& v) {
   return true;
 }
 
+bool set_errors(KeyValue& v) {
+  auto e = parse_dependency_errors(v.str());
+  if (!e) return v.fail(std::move(e).error());
+  v.dependency->errors = *e;
+  return true;
+}
+
 }  // namespace
 
 // [[dependency]]
@@ -130,6 +137,16 @@ void add_dependency_rows(std::vector<KeyRow>& out, const KeyFacts& f) {
        "The bulkhead's size: how many calls the callers allow in flight at once. Declaring it adds the "
        "`concurrency` signal: calls in flight over the last interval as a share of it, bounded to 1.",
        set_max_concurrency, "32"},
+      {"dependency", "errors", KeyType::string, "a string of kinds joined by + such as \"connect+reset+5xx\"",
+       "kinds from \"connect\", \"reset\", \"5xx\", \"4xx\", each once, joined by +; or \"none\"",
+       quote(format_dependency_errors(d.errors)), "",
+       "The error rule: which failed calls the `errors` signal counts. `connect`: a connect refused, timed out or "
+       "given up; `reset`: a reset, or a close with the call in flight (for `http2` also a stream reset, "
+       "RST_STREAM); `5xx`: an answer with a 5xx status (`http1`, `http2`) or a `grpc-status` other than OK "
+       "(`http2`); `4xx`: an answer with a 4xx status (`http1`, `http2`). `generic` answers are not read, so "
+       "`5xx` and `4xx` count nothing there. Connect failures and resets are counted apart (named metrics) "
+       "whatever the rule.",
+       set_errors, "\"connect+reset+5xx+4xx\""},
   };
   (void)f;
   out.insert(out.end(), std::begin(rows), std::end(rows));

@@ -37,6 +37,10 @@ probes::DependencySpec dependency_spec(const DependencyConfig& d) {
                                                            : probes::DependencyProtocol::http1;
   s.caller_cgroup = d.callers_cgroup;
   s.caller_process = d.callers_process;
+  s.errors.status_5xx = (d.errors & kDependencyError5xx) != 0;
+  s.errors.status_4xx = (d.errors & kDependencyError4xx) != 0;
+  s.errors.connect = (d.errors & kDependencyErrorConnect) != 0;
+  s.errors.reset = (d.errors & kDependencyErrorReset) != 0;
   return s;
 }
 

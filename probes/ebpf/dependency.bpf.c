@@ -211,21 +211,28 @@ static __always_inline void free_call(struct hr_dep_call *e, struct hr_dep_sk *s
 #define END_CONNECT 1 /* the connect failed */
 #define END_RESET 2   /* reset or closed with the call in flight */
 
-static __always_inline void count_end(__u32 dep, __u64 latency, int how, int error) {
+/* A call's end. answer: for END_ANSWER, what the answer said
+ * (HR_DEP_ERR_5XX, HR_DEP_ERR_4XX or 0); the error rule (hr_dep.errors)
+ * says which ends count as errors. */
+static __always_inline void count_end(__u32 dep, __u64 latency, int how, __u32 answer) {
   const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
   struct hr_dep_stats *s = bpf_map_lookup_elem(&dep_stats, &dep);
   if (!d || !s) return;
   if (how == END_ANSWER) {
     s->s.completed++;
-    if (error) s->s.errors++;
+    if (answer & d->errors) s->s.errors++;
     __u32 b = hr_hist_bucket(latency);
     barrier_var(b); /* keep the bound check on b itself for the verifier */
     if (b < HR_HIST_BUCKETS) s->hist.counts[b]++;
   } else {
     s->s.aborted++;
-    s->s.errors++;
-    if (how == END_CONNECT) s->connect_failures++;
-    else s->resets++;
+    if (how == END_CONNECT) {
+      s->connect_failures++;
+      if (d->errors & HR_DEP_ERR_CONNECT) s->s.errors++;
+    } else {
+      s->resets++;
+      if (d->errors & HR_DEP_ERR_RESET) s->s.errors++;
+    }
   }
   s->s.busy_ns += latency;
   if (latency > d->target_ns) s->s.over_target++;
@@ -279,16 +286,16 @@ static __always_inline void more_of_the_call(const struct sock *sk, struct hr_de
 }
 
 static __always_inline void end_call_at(const struct sock *sk, struct hr_dep_call *e, struct hr_dep_sk *st, int how,
-                                        int error, __u64 now) {
+                                        __u32 answer, __u64 now) {
   const __u64 start = call_began(sk, e);
   const __u32 dep = e->dep;
   free_call(e, st);
-  count_end(dep, now > start ? now - start : 0, how, error);
+  count_end(dep, now > start ? now - start : 0, how, answer);
 }
 
 static __always_inline void end_call(const struct sock *sk, struct hr_dep_call *e, struct hr_dep_sk *st, int how,
-                                     int error) {
-  end_call_at(sk, e, st, how, error, bpf_ktime_get_ns());
+                                     __u32 answer) {
+  end_call_at(sk, e, st, how, answer, bpf_ktime_get_ns());
 }
 
 /* When the segment that sk_data_ready announces began to be processed: TCP
@@ -299,10 +306,11 @@ static __always_inline void end_call(const struct sock *sk, struct hr_dep_call *
 static __always_inline __u64 segment_time(const struct sock *sk) { return tcp_of(sk)->tcp_clock_cache; }
 
 /* HTTP/1: does the answer that began to arrive (its n bytes so far, the
- * last n that reached sk) start with a 5xx status line? Read only when the
- * bytes sit in one piece of the socket's last buffer (arrived.bpf.h);
- * otherwise it is not known, and not counted an error. */
-static __always_inline int server_error(const struct sock *sk, __u32 n) {
+ * last n that reached sk) start with a 5xx or 4xx status line
+ * (HR_DEP_ERR_5XX, HR_DEP_ERR_4XX, else 0)? Read only when the bytes sit in
+ * one piece of the socket's last buffer (arrived.bpf.h); otherwise it is not
+ * known, and not counted an error. */
+static __always_inline __u32 answer_status(const struct sock *sk, __u32 n) {
   if (n < 12) return 0;
   const __u64 at = arrived_bytes(sk, n);
   if (!at) return 0;
@@ -310,7 +318,8 @@ static __always_inline int server_error(const struct sock *sk, __u32 n) {
    * read 0 on a fault): no helper call, no copy. */
   const struct in6_addr *v = bpf_rdonly_cast((const void *)at, bpf_core_type_id_kernel(struct in6_addr));
   const __u8 *b = v->in6_u.u6_addr8;
-  return b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/' && b[8] == ' ' && b[9] == '5';
+  if (!(b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/' && b[8] == ' ')) return 0;
+  return b[9] == '5' ? HR_DEP_ERR_5XX : b[9] == '4' ? HR_DEP_ERR_4XX : 0;
 }
 
 static __always_inline void dep_state(struct sock *sk, int oldstate, int newstate) {
@@ -388,8 +397,8 @@ static __always_inline void dep_arrival(struct sock *sk) {
   if ((e->flags & HR_DEP_F_CONNECT) || rcv == e->rcv_start) return;
   const __u32 dep = e->dep;
   const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
-  const int error = d && d->proto == HR_DEP_PROTO_HTTP1 && server_error(sk, rcv - e->rcv_start);
-  end_call_at(sk, e, 0, END_ANSWER, error, segment_time(sk));
+  const __u32 answer = d && d->proto == HR_DEP_PROTO_HTTP1 ? answer_status(sk, rcv - e->rcv_start) : 0;
+  end_call_at(sk, e, 0, END_ANSWER, answer, segment_time(sk));
 }
 
 /* HTTP/2 dependencies: streams (dep_h2_write, dep_h2_arrival, dep_h2_state). */

@@ -31,16 +31,26 @@ struct hr_dep_port {
 #define HR_DEP_PROTO_HTTP1 0
 #define HR_DEP_PROTO_GENERIC 1
 
+/* The error rule: which failed calls count in s.errors. An answer's kind
+ * (HR_DEP_ERR_5XX, HR_DEP_ERR_4XX) is what the programs read in it. */
+#define HR_DEP_ERR_5XX 1     /* an HTTP 5xx answer; http2: also a grpc-status other than OK */
+#define HR_DEP_ERR_4XX 2     /* an HTTP 4xx answer */
+#define HR_DEP_ERR_CONNECT 4 /* a failed connect */
+#define HR_DEP_ERR_RESET 8   /* a reset or a close with the call in flight; http2: RST_STREAM too */
+
 /* deps array: index -> how its calls are judged. */
 struct hr_dep {
   __u64 target_ns;
   __u64 max_ns;
   __u32 proto;   /* HR_DEP_PROTO_* */
   __u32 callers; /* 1: only the processes in the callers map count; 0: every process */
+  __u32 errors;  /* HR_DEP_ERR_* that count as errors */
+  __u32 pad;
 };
 
 /* dep_stats per-CPU array: index -> counters since load (user space sums the
- * CPUs and takes differences). s.aborted and s.errors include the two below. */
+ * CPUs and takes differences). s.aborted includes the two below; s.errors
+ * includes them where the error rule (hr_dep.errors) counts them. */
 struct hr_dep_stats {
   struct hr_stats s;
   __u64 connect_failures; /* SYN_SENT -> CLOSE: refused, timed out, abandoned */
@@ -107,14 +117,15 @@ struct hr_dep_h2 {
   /* The server's HPACK encoder, followed as the endpoint side follows it
    * (struct hr_h2_conn): the entries it inserted, and for the latest
    * HR_H2_RING by insertion number whether the entry's name is grpc-status
-   * and whether it means an error. hpack_lost: a block the walk could not
+   * and whether it means an error (5xx or grpc, 4xx). hpack_lost: a block the walk could not
    * follow, so indexes into the dynamic table are no longer known. */
   __u32 inserts;
   __u32 hpack_lost;
   __u32 fin; /* the server's FIN was counted: it took a sequence number, not a byte */
   __u32 pad;
   __u64 grpc_status_name[HR_H2_RING / 64];
-  __u64 error_entry[HR_H2_RING / 64];
+  __u64 error_entry[HR_H2_RING / 64];        /* :status 5xx or grpc-status not OK */
+  __u64 client_error_entry[HR_H2_RING / 64]; /* :status 4xx */
   struct hr_dep_h2_stream s[HR_DEP_H2_STREAMS];
 };
 

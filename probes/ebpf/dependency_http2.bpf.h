@@ -114,7 +114,7 @@ static __always_inline struct hr_dep_h2 *dh2_new(struct sock *sk, __u32 dep) {
 /* ---- streams */
 
 /* Frees stream s's calls slot; counts its end unless how < 0. */
-static __always_inline void dh2_finish(struct hr_dep_h2_stream *s, __u64 sk, __u64 now, int how, int error) {
+static __always_inline void dh2_finish(struct hr_dep_h2_stream *s, __u64 sk, __u64 now, int how, __u32 answer) {
   __u32 idx = s->slot - 1;
   const __u32 sid = s->sid;
   s->sid = 0;
@@ -126,7 +126,7 @@ static __always_inline void dh2_finish(struct hr_dep_h2_stream *s, __u64 sk, __u
   e->start_ns = 0;
   barrier();
   e->sk = 0;
-  if (how >= 0) count_end(dep, now > start ? now - start : 0, how, error);
+  if (how >= 0) count_end(dep, now > start ? now - start : 0, how, answer);
 }
 
 static __always_inline void dh2_open(struct dh2_walk *w, __u32 sid) {
@@ -170,20 +170,21 @@ static __always_inline void dh2_end(struct dh2_walk *w, __u32 sid, int how) {
  * the answer began (trailers). An answered stream keeps its entry, marked,
  * until its trailers (END_STREAM): a stream reset or not measured gets no
  * error from them, as it counted none of the completed calls. */
-static __always_inline void dh2_answer(struct dh2_walk *w, __u32 sid, __u8 flags, int error) {
+static __always_inline void dh2_answer(struct dh2_walk *w, __u32 sid, __u8 flags, __u32 answer) {
   struct hr_dep_h2_stream *s = &w->c->s[(sid >> 1) & (HR_DEP_H2_STREAMS - 1)];
   if (!sid) return;
   if (s->sid == sid) {
-    dh2_finish(s, w->v->sk, w->v->now, END_ANSWER, error);
+    dh2_finish(s, w->v->sk, w->v->now, END_ANSWER, answer);
     if (!(flags & H2_F_END_STREAM)) s->sid = sid | DH2_ANSWERED;
     return;
   }
   if (s->sid != (sid | DH2_ANSWERED)) return;
   if (flags & H2_F_END_STREAM) s->sid = 0;
-  if (!error) return;
+  if (!answer) return;
   __u32 dep = w->c->dep;
+  const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
   struct hr_dep_stats *st = bpf_map_lookup_elem(&dep_stats, &dep);
-  if (st) st->s.errors++;
+  if (d && st && (answer & d->errors)) st->s.errors++;
 }
 
 struct dh2_release {
@@ -276,9 +277,10 @@ static long dh2_field(__u32 i, void *ctx) {
   __u32 p = v->bp, idx;
   if (p >= v->bend || v->bbroken) return 1;
   const __u32 first = DBLK(v, p);
-  if (first & 0x80) { /* indexed: static ":status 500", or an entry that meant an error */
+  if (first & 0x80) { /* indexed: static ":status 500" (400, 404), or an entry that meant an error */
     v->bp = dh2_int(v, p, 0x7f, &idx);
-    if (idx == 14 || dh2_dynamic(c, c->error_entry, idx)) v->berror = 1;
+    if (idx == 14 || dh2_dynamic(c, c->error_entry, idx)) v->berror |= HR_DEP_ERR_5XX;
+    else if (idx == 12 || idx == 13 || dh2_dynamic(c, c->client_error_entry, idx)) v->berror |= HR_DEP_ERR_4XX;
     return 0;
   }
   if ((first & 0xe0) == 0x20) { /* a table size update: evictions only */
@@ -308,16 +310,19 @@ static long dh2_field(__u32 i, void *ctx) {
     return 1;
   }
   v->bp = p;
-  /* grpc-status other than "0" (Huffman "0": the byte 0x07); :status 5xx (a
-   * Huffman '5' is the 6 bits 011011) */
+  /* grpc-status other than "0" (Huffman "0": the byte 0x07); :status 5xx and
+   * 4xx (a Huffman '5' is the 6 bits 011011, a '4' 011010) */
   const __u32 zero = vhuff ? 0x07 : '0';
   const __u32 err = (grpc && vlen && !(vlen == 1 && v0 == zero)) ||
                     (status && vlen && (vhuff ? (v0 >> 2) == 0x1b : v0 == '5'));
-  if (err) v->berror = 1;
+  const __u32 err4 = status && vlen && (vhuff ? (v0 >> 2) == 0x1a : v0 == '4');
+  if (err) v->berror |= HR_DEP_ERR_5XX;
+  if (err4) v->berror |= HR_DEP_ERR_4XX;
   if (insert) {
     const __u32 k = c->inserts++;
     dh2_ring_set(c->grpc_status_name, k, grpc);
     dh2_ring_set(c->error_entry, k, err);
+    dh2_ring_set(c->client_error_entry, k, err4);
   }
   return 0;
 }
@@ -327,9 +332,10 @@ static __always_inline void dh2_hpack_lost(struct dh2_walk *w) {
   w->c->hpack_lost = 1;
 }
 
-/* Whether the server's HEADERS block of len bytes at the walk's position
- * says the call failed. Read when it lies whole in this piece. */
-static __always_inline int dh2_block_error(struct dh2_walk *w, __u32 len, __u8 flags) {
+/* What the server's HEADERS block of len bytes at the walk's position says
+ * of the call: HR_DEP_ERR_5XX, HR_DEP_ERR_4XX or 0. Read when it lies whole
+ * in this piece. */
+static __always_inline __u32 dh2_block_error(struct dh2_walk *w, __u32 len, __u8 flags) {
   struct dh2_v *v = w->v;
   if (len == 0) return 0;
   if (!(flags & H2_F_END_HEADERS) || len > DH2_BLOCK || len > v->seg) {

@@ -7,7 +7,8 @@
 //    of a host and "any host" with a port, and names a report file the
 //    writer takes;
 //  - an accepted dependency written back as a flag (durations through
-//    format_duration, an IPv6 host in brackets) parses to the same one.
+//    format_duration, an IPv6 host in brackets, the error rule through
+//    format_dependency_errors) parses to the same one.
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ std::string as_flag(const agent::DependencyConfig& d) {
   s += ",protocol=" + std::string(agent::dependency_protocol_name(d.protocol));
   s += ",target=" + agent::format_duration(d.target) + ",max=" + agent::format_duration(d.max);
   if (d.max_concurrency != 0) s += ",max_concurrency=" + std::to_string(d.max_concurrency);
+  s += ",errors=" + agent::format_dependency_errors(d.errors);
   return s;
 }
 

@@ -151,6 +151,31 @@ TEST(DependencyEbpf, Http1KeepAliveShareAndCountMatchTheClient) {
   expect_matches_client(probe, dir, server.port, args);
 }
 
+// The programs find arrived bytes in page fragments once they have learnt
+// where the kernel maps pages (arrived.bpf.h, from partially used slabs of
+// the socket caches): short runs on `paths` that open and close connections
+// until each probe has seen an error, as a node's traffic would.
+void learn_arrived_bytes(const std::vector<DependencyProbe*>& probes, const TempDir& dir, uint16_t port,
+                         const std::vector<std::string>& paths) {
+  const auto learning = std::chrono::steady_clock::now();
+  const auto unlearnt = [&] {
+    for (DependencyProbe* p : probes)
+      if (snap(*p).dependencies.at(0).calls.stats.errors == 0) return true;
+    return false;
+  };
+  for (int run = 0; unlearnt(); ++run) {
+    ASSERT_LT(std::chrono::steady_clock::now() - learning, 20s)
+        << "no error answer seen after " << run << " short runs: the programs did not find the arrived bytes";
+    std::vector<std::string> args{"--mode", "http", "--connections", "8", "--requests", "40"};
+    for (const auto& path : paths) args.insert(args.end(), {"--path", path});
+    Process warm(load_args(HR_TEST_LOAD_PATH, port, args), dir);
+    (void)finish(warm);
+  }
+  std::cout << "[ status ] status lines read after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - learning).count()
+            << " ms of warm-up\n";
+}
+
 // HTTP/1 5xx answers are errors (completed calls too); a 5xx is read from
 // the answer's status line as it reaches the client's socket.
 TEST(DependencyEbpf, Http1ServerErrorsCountAsErrors) {
@@ -159,22 +184,7 @@ TEST(DependencyEbpf, Http1ServerErrorsCountAsErrors) {
   auto server = start_test_server(dir, {"--mode", "http", "--status", "/err=503"});
   ASSERT_NE(server.port, 0);
   OPEN_PROBE(probe, std::vector{spec(server.port, 10ms, 500ms)});
-  // The programs find arrived bytes in page fragments once they have learnt
-  // where the kernel maps pages (arrived.bpf.h, from partially used slabs of
-  // the socket caches): short runs that open and close connections until an
-  // error is seen, as a node's traffic would.
-  const auto learning = std::chrono::steady_clock::now();
-  for (int run = 0; snap(probe).dependencies.at(0).calls.stats.errors == 0; ++run) {
-    ASSERT_LT(std::chrono::steady_clock::now() - learning, 20s)
-        << "no 503 seen after " << run << " short runs: the programs did not find the arrived bytes";
-    Process warm(load_args(HR_TEST_LOAD_PATH, server.port,
-                           {"--mode", "http", "--connections", "8", "--requests", "40", "--path", "/err"}),
-                 dir);
-    (void)finish(warm);
-  }
-  std::cout << "[ 5xx ] status lines read after "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - learning).count()
-            << " ms of warm-up\n";
+  ASSERT_NO_FATAL_FAILURE(learn_arrived_bytes({&probe}, dir, server.port, {"/err"}));
   const auto before = snap(probe).dependencies.at(0);
   std::vector<std::string> args{"--mode", "http", "--connections", "2", "--requests", "2000"};
   for (int i = 0; i < 4; ++i) args.insert(args.end(), {"--path", "/ok"});
@@ -194,6 +204,41 @@ TEST(DependencyEbpf, Http1ServerErrorsCountAsErrors) {
   EXPECT_EQ(static_cast<double>(errors), client.errors) << "every 503 the client got, and nothing else";
   EXPECT_EQ(after.resets - before.resets, 0u);
 }
+
+// The error rule: two probes watch the same calls, one with the default rule
+// (connect, reset, 5xx) and one with "connect+reset+4xx". A fifth of the
+// answers are 503, a fifth 404: each probe counts its own kind, and together
+// they count every answer the client took for a failure.
+TEST(DependencyEbpf, TheErrorRuleSaysWhichAnswersAreErrors) {
+  REQUIRE_EBPF();
+  TempDir dir(testing::tmpfs_base());
+  auto server = start_test_server(dir, {"--mode", "http", "--status", "/err=503", "--status", "/missing=404"});
+  ASSERT_NE(server.port, 0);
+  auto client_errors = spec(server.port, 10ms, 500ms);
+  client_errors.errors.status_5xx = false;
+  client_errors.errors.status_4xx = true;
+  OPEN_PROBE(five, std::vector{spec(server.port, 10ms, 500ms)});
+  OPEN_PROBE(four, std::vector{client_errors});
+  ASSERT_NO_FATAL_FAILURE(learn_arrived_bytes({&five, &four}, dir, server.port, {"/err", "/missing"}));
+  const auto before5 = snap(five).dependencies.at(0), before4 = snap(four).dependencies.at(0);
+  std::vector<std::string> args{"--mode", "http", "--connections", "2", "--requests", "2000"};
+  for (const char* path : {"/ok", "/ok", "/ok", "/missing", "/err"}) args.insert(args.end(), {"--path", path});
+  Process load(load_args(HR_TEST_LOAD_PATH, server.port, args), dir);
+  const auto client = finish(load);
+  const auto after5 = snap(five).dependencies.at(0), after4 = snap(four).dependencies.at(0);
+  const auto errors5 = after5.calls.stats.errors - before5.calls.stats.errors;
+  const auto errors4 = after4.calls.stats.errors - before4.calls.stats.errors;
+  std::cout << "[ rule ] client " << client.json << "\n[ rule ] 5xx rule " << errors5 << " errors, 4xx rule "
+            << errors4 << "\n";
+  ASSERT_EQ(client.requests, 2000) << client.json;
+  EXPECT_NEAR(client.errors, 800, 20) << "about two in five answered 503 or 404: " << client.json;
+  EXPECT_NEAR(static_cast<double>(errors5), 400, 10) << "the 503s";
+  EXPECT_NEAR(static_cast<double>(errors4), 400, 10) << "the 404s";
+  EXPECT_EQ(static_cast<double>(errors5 + errors4), client.errors) << "every answer the client took for a failure";
+  EXPECT_EQ(after5.calls.stats.completed - before5.calls.stats.completed, 2000u);
+  EXPECT_EQ(after4.calls.stats.completed - before4.calls.stats.completed, 2000u);
+}
+
 
 TEST(DependencyEbpf, GenericLineProtocolShareAndCountMatchTheClient) {
   REQUIRE_EBPF();
@@ -344,6 +389,30 @@ TEST(DependencyEbpf, EachRefusedConnectIsAConnectFailureAndAnError) {
   EXPECT_EQ(after.calls.stats.completed - before.calls.stats.completed, 0u);
   EXPECT_EQ(after.resets - before.resets, 0u);
   EXPECT_EQ(after.calls.inflight, 0u);
+}
+
+// A connect refused under a rule without "connect" is a connect failure but
+// no error; under the default rule it is both.
+TEST(DependencyEbpf, ARuleWithoutConnectCountsRefusedConnectsApart) {
+  REQUIRE_EBPF();
+  const uint16_t port = free_port();
+  ASSERT_NE(port, 0);
+  auto quiet = spec(port, 10ms, 100ms, DependencyProtocol::generic);
+  quiet.errors.connect = false;
+  OPEN_PROBE(counted, std::vector{spec(port, 10ms, 100ms, DependencyProtocol::generic)});
+  OPEN_PROBE(apart, std::vector{quiet});
+  const auto c0 = snap(counted).dependencies.at(0), a0 = snap(apart).dependencies.at(0);
+  for (int i = 0; i < 3; ++i) {
+    int fd = -1;
+    EXPECT_EQ(connect_to(port, false, fd), ECONNREFUSED);
+    ::close(fd);
+  }
+  const auto c1 = snap(counted).dependencies.at(0), a1 = snap(apart).dependencies.at(0);
+  EXPECT_EQ(c1.connect_failures - c0.connect_failures, 3u);
+  EXPECT_EQ(c1.calls.stats.errors - c0.calls.stats.errors, 3u);
+  EXPECT_EQ(a1.connect_failures - a0.connect_failures, 3u);
+  EXPECT_EQ(a1.calls.stats.errors - a0.calls.stats.errors, 0u) << "the rule leaves connects out";
+  EXPECT_EQ(a1.calls.stats.aborted - a0.calls.stats.aborted, 3u);
 }
 
 // A connection made before the probe was loaded is decided at its first

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -311,6 +312,70 @@ TEST(DependencyHttp2, AStoppedGrpcServerDrivesTheShareOverMaxToOne) {
   EXPECT_LE(r.took, 100ms + 2 * 100ms + 300ms) << "max + two read intervals (+ slack for a busy machine)";
   server.proc->signal(SIGCONT);
   (void)client.wait(60s);
+}
+
+// HTTP/2 statuses and the error rule: nghttpd (Debian's nghttp2-server)
+// answers 404 for a file it lacks; h2load (nghttp2-client) asks for a file it
+// has and one it lacks in turn, 8 streams at a time on one connection. Two
+// probes watch the same streams: under the default rule (connect, reset,
+// 5xx) no call is an error; under "connect+reset+4xx" each 404 is.
+TEST(DependencyHttp2, FourHundredsAreErrorsWhereTheRuleSaysSo) {
+  HR_REQUIRE_EBPF();
+  const std::string nghttpd = "/usr/sbin/nghttpd", h2load = "/usr/bin/h2load";
+  if (::access(nghttpd.c_str(), X_OK) != 0 || ::access(h2load.c_str(), X_OK) != 0)
+    GTEST_SKIP() << "SKIPPED: nghttpd or h2load is missing (Debian packages nghttp2-server, nghttp2-client)";
+  TempDir dir(testing::tmpfs_base());
+  const std::string www = dir.path() + "/www";
+  std::filesystem::create_directories(www);
+  std::ofstream(www + "/ok") << "ok\n";
+  uint16_t port = 0;
+  {  // a port the kernel picks, free again for nghttpd
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  ASSERT_NE(port, 0);
+  Process server({nghttpd, "--no-tls", "-d", www, "--address", "127.0.0.1", std::to_string(port)}, dir);
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  auto client_errors = spec(port, 20ms, 500ms);
+  client_errors.errors.status_5xx = false;
+  client_errors.errors.status_4xx = true;
+  OPEN_PROBE(five, std::vector{spec(port, 20ms, 500ms)});
+  OPEN_PROBE(four, std::vector{client_errors});
+  const auto run = [&](const std::string& requests) {
+    Process load({h2load, "-n", requests, "-c", "1", "-m", "8", base + "/ok", base + "/missing"}, dir);
+    EXPECT_EQ(load.wait(60s), std::optional<int>(0)) << load.out() << load.err();
+    return load.out();
+  };
+  // The server's header blocks are read where they arrived, once the
+  // programs have learnt where the kernel maps pages (see warm_up).
+  const auto learning = std::chrono::steady_clock::now();
+  while (snap(four).dependencies.at(0).calls.stats.errors == 0) {
+    ASSERT_LT(std::chrono::steady_clock::now() - learning, 30s) << "no 404 read: the programs did not read the frames";
+    churn_connections(AF_INET6);
+    churn_connections(AF_INET);
+    (void)run("40");
+  }
+  const auto b5 = snap(five).dependencies.at(0), b4 = snap(four).dependencies.at(0);
+  const std::string out = run("1000");
+  const auto a5 = snap(five).dependencies.at(0), a4 = snap(four).dependencies.at(0);
+  const auto errors5 = a5.calls.stats.errors - b5.calls.stats.errors;
+  const auto errors4 = a4.calls.stats.errors - b4.calls.stats.errors;
+  const auto completed = a4.calls.stats.completed - b4.calls.stats.completed;
+  std::cout << "[ rule ] 1000 requests, half of them 404: completed " << completed << ", 5xx rule " << errors5
+            << " errors, 4xx rule " << errors4 << "\n";
+  EXPECT_NE(out.find("1000 done"), std::string::npos) << out;
+  EXPECT_NE(out.find("500 2xx, 0 3xx, 500 4xx, 0 5xx"), std::string::npos) << "h2load's own count: " << out;
+  EXPECT_EQ(completed, 1000u);
+  EXPECT_EQ(a5.calls.stats.completed - b5.calls.stats.completed, 1000u);
+  EXPECT_EQ(errors5, 0u) << "a 404 is no error under the default rule";
+  EXPECT_EQ(errors4, 500u) << "each 404 under \"connect+reset+4xx\"";
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // Dependency configuration: [[dependency]] tables, --dependency flags and the
 // checks of the whole list (validate_dependencies), good and bad.
 #include "agent/config/config.h"
+#include "agent/config/config_checks.h"
 #include "config_cases.h"
 
 #include <gmock/gmock.h>
@@ -44,13 +45,14 @@ TEST(DependencyConfig, NoneByDefault) { EXPECT_TRUE(Config{}.dependencies.empty(
 TEST(DependencyConfig, EveryKey) {
   const Config c = must_parse(table("cache", "address = \"10.0.0.5:6379\"\n",
                                     "callers_cgroup = \"/system.slice/api.service\"\ncallers_process = \"api\"\n"
-                                    "protocol = \"generic\"\nmax_concurrency = 32\n"));
+                                    "protocol = \"generic\"\nmax_concurrency = 32\nerrors = \"connect+4xx\"\n"));
   ASSERT_EQ(c.dependencies.size(), 1u);
   DependencyConfig want = dep("cache", "10.0.0.5", 6379);
   want.callers_cgroup = "/system.slice/api.service";
   want.callers_process = "api";
   want.protocol = DependencyProtocol::generic;
   want.max_concurrency = 32;
+  want.errors = kDependencyErrorConnect | kDependencyError4xx;
   EXPECT_EQ(c.dependencies[0], want);
 }
 
@@ -59,6 +61,42 @@ TEST(DependencyConfig, DefaultsAreHttp1AnyCallerNoBulkhead) {
   ASSERT_EQ(c.dependencies.size(), 1u);
   EXPECT_EQ(c.dependencies[0], dep("a", "", 6379));
   EXPECT_EQ(c.dependencies[0].protocol, DependencyProtocol::http1);
+  EXPECT_EQ(c.dependencies[0].errors, kDependencyErrorConnect | kDependencyErrorReset | kDependencyError5xx);
+}
+
+// The error rule: kinds joined by +, each once, in any order; "none" alone.
+struct ErrorRuleCase {
+  const char* text;
+  uint32_t bits;          // when accepted
+  const char* written;    // format_dependency_errors(bits)
+  const char* complaint;  // when refused: part of the message
+};
+
+TEST(DependencyConfig, ErrorRules) {
+  const ErrorRuleCase cases[] = {
+      {"connect+reset+5xx", kDependencyErrorsDefault, "connect+reset+5xx", nullptr},
+      {"5xx+connect+reset", kDependencyErrorsDefault, "connect+reset+5xx", nullptr},
+      {"4xx", kDependencyError4xx, "4xx", nullptr},
+      {"reset+4xx+5xx+connect", 15, "connect+reset+5xx+4xx", nullptr},
+      {"none", 0, "none", nullptr},
+      {"", 0, nullptr, "is empty"},
+      {"5XX", 0, nullptr, "grpc-status other than OK"},
+      {"connect+connect", 0, nullptr, "\"connect\" twice"},
+      {"connect+", 0, nullptr, "names \"\", not a kind"},
+      {"none+5xx", 0, nullptr, "\"none\" stands alone"},
+      {"timeout", 0, nullptr, "the kinds are \"connect\", \"reset\", \"5xx\", \"4xx\""},
+  };
+  for (const auto& c : cases) {
+    auto r = parse_dependency_errors(c.text);
+    if (c.complaint) {
+      ASSERT_FALSE(r) << c.text;
+      EXPECT_THAT(r.error().message, HasSubstr(c.complaint)) << c.text << ": " << r.error().message;
+      continue;
+    }
+    ASSERT_TRUE(r) << c.text << ": " << r.error().message;
+    EXPECT_EQ(*r, c.bits) << c.text;
+    EXPECT_EQ(format_dependency_errors(*r), c.written) << c.text;
+  }
 }
 
 struct AddressCase {
@@ -111,6 +149,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         ErrorCase{"HostName", table("a", "address = \"redis.internal:6379\"\n"), "dependency[0].address", 3, 11,
                   {"host name", "give its IP address", "port = 6379"}},
+        ErrorCase{"UnknownErrorKind", table("a", "port = 6379\nerrors = \"connect+timeout\"\n"),
+                  "dependency[0].errors", 4, 10, {"\"timeout\", not a kind of failure", "joined by +"}},
         ErrorCase{"LocalhostIsAName", table("a", "address = \"localhost:6379\"\n"), "dependency[0].address", 3, 11,
                   {"host name"}},
         ErrorCase{"BadIpv4", table("a", "address = \"10.0.0.256:6379\"\n"), "dependency[0].address", 3, 11,
@@ -189,7 +229,7 @@ TEST(DependencyConfig, MayShareAnEndpointsName) {
 TEST(DependencyFlag, EveryKey) {
   auto r = parse_dependency_flag(
       "name=db, address=[2001:db8::5]:5432, callers_cgroup=/kubepods/pod1, callers_process=worker, "
-      "protocol=generic, target=5ms, max=1s, max_concurrency=10");
+      "protocol=generic, target=5ms, max=1s, max_concurrency=10, errors=5xx+4xx");
   ASSERT_TRUE(r) << r.error().to_string();
   DependencyConfig want = dep("db", "2001:db8::5", 5432);
   want.callers_cgroup = "/kubepods/pod1";
@@ -198,6 +238,7 @@ TEST(DependencyFlag, EveryKey) {
   want.target = 5ms;
   want.max = 1s;
   want.max_concurrency = 10;
+  want.errors = kDependencyError5xx | kDependencyError4xx;
   EXPECT_EQ(*r, want);
 }
 
@@ -227,6 +268,7 @@ TEST(DependencyFlag, ErrorsNameTheKey) {
       {"name=a,port=1,target=1ms,max=2ms,adress=1", "", "did you mean"},
       {"name=a,port=1,port=2,target=1ms,max=2ms", "", "duplicate key \"port\""},
       {"", "", "is empty"},
+      {"name=a,port=1,target=1ms,max=2ms,errors=5xx+oops", "errors", "\"oops\", not a kind of failure"},
   };
   for (const auto& c : cases) {
     auto r = parse_dependency_flag(c.text);
