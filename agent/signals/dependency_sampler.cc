@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -47,6 +48,19 @@ probes::DependencySpec dependency_spec(const DependencyConfig& d) {
 DependencySampler::DependencySampler(const Config& config, Reader read) : read_(std::move(read)) {
   const std::size_t window = window_intervals(config.interval, config.smoothing);
   for (const auto& d : config.dependencies) dependencies_.push_back({d, DependencyWindow(window), std::nullopt, false});
+}
+
+DependencySampler::~DependencySampler() {
+  if (!running() || !have_prev_) return;
+  const bool http2 = std::any_of(dependencies_.begin(), dependencies_.end(), [](const Dependency& d) {
+    return d.config.protocol == DependencyProtocol::http2;
+  });
+  if (!http2) return;
+  const probes::DependencyHttp2Counts& h = prev_.http2;
+  spdlog::info("HTTP/2 dependency walks since the probe was loaded: {} frames, {} streams measured, {} not measured "
+               "(entry or slot taken), {} desyncs, {} resyncs, {} streams given up with the server's frames lost, {} "
+               "connections whose header blocks could not be followed",
+               h.frames, h.streams, h.dropped, h.desyncs, h.resyncs, h.lost, h.hpack_lost);
 }
 
 DependencySampler::DependencySampler(const Config& config) {

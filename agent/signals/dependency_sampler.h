@@ -33,6 +33,8 @@ class DependencySampler {
   // a probe (none is loaded).
   using Reader = std::function<Result<void>(probes::DependencySnapshot&, int64_t now_ns)>;
   DependencySampler(const Config& config, Reader read);
+  // Says how the HTTP/2 walks fared, when an http2 dependency was measured.
+  ~DependencySampler();
   DependencySampler(const DependencySampler&) = delete;
   DependencySampler& operator=(const DependencySampler&) = delete;
 

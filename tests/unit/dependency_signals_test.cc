@@ -23,6 +23,7 @@
 #include "agent/daemon/pipeline.h"
 #include "agent/signals/dependency_scopes.h"
 #include "agent/signals/report_builder.h"
+#include "captured_log.h"
 #include "headroom/orca/names.h"
 #include "temp_dir.h"
 
@@ -238,6 +239,33 @@ TEST_F(DependencySamplerTest, ADependencyThatStopsAnsweringReachesOne) {
   EXPECT_DOUBLE_EQ(*sampler.dependencies()[0].signals->calls.share_over_max, 1.0);
   EXPECT_DOUBLE_EQ(*sampler.dependencies()[0].signals->error_share, 1.0);
   EXPECT_EQ(sampler.dependencies()[0].signals->window_resets, 3u);
+}
+
+// An http2 dependency's sampler says at its end how the HTTP/2 walks fared
+// (the kernel's counters at the last read); one without http2 says nothing.
+TEST_F(DependencySamplerTest, SaysHowTheHttp2WalksFaredAtItsEnd) {
+  for (const auto protocol : {DependencyProtocol::http2, DependencyProtocol::http1}) {
+    testing::CapturedLog log;
+    {
+      Config c = one_dependency();
+      c.dependencies[0].protocol = protocol;
+      int64_t reads = 0;
+      DependencySampler sampler(c, [&](probes::DependencySnapshot& s, int64_t now) -> Result<void> {
+        s.at_ns = now;
+        s.dependencies = {probes::DependencyTotals{}};
+        s.http2.frames = static_cast<uint64_t>(100 * ++reads);
+        s.http2.desyncs = 3;
+        return {};
+      });
+      sampler.sample(0);
+      sampler.sample(100 * kMs);
+    }
+    const int said = log.count("HTTP/2 dependency walks since the probe was loaded: 200 frames");
+    EXPECT_EQ(said, protocol == DependencyProtocol::http2 ? 1 : 0) << log.text();
+    if (said) {
+      EXPECT_THAT(log.text(), HasSubstr("3 desyncs"));
+    }
+  }
 }
 
 TEST_F(DependencySamplerTest, AFailedReadLosesNothing) {

@@ -8,7 +8,6 @@
 // probe that cannot attach (reload_may_replace_probe), as a table.
 #include "agent/signals/endpoint_sampler.h"
 
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <gmock/gmock.h>
@@ -18,6 +17,7 @@
 #include <string>
 
 #include "agent/signals/endpoint_scopes.h"
+#include "captured_log.h"
 
 namespace headroom::agent {
 namespace {
@@ -25,28 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-// Counts log lines that contain a text.
-class CapturedLog {
- public:
-  CapturedLog() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", sink));
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  CapturedLog(const CapturedLog&) = delete;
-  CapturedLog& operator=(const CapturedLog&) = delete;
-  int count(const std::string& text) const {
-    std::istringstream in(out_.str());
-    int n = 0;
-    for (std::string line; std::getline(in, line);) n += line.find(text) != std::string::npos ? 1 : 0;
-    return n;
-  }
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
+using testing::CapturedLog;
 
 Config one_endpoint() {
   Config c;
