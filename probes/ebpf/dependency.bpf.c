@@ -257,12 +257,14 @@ static __always_inline void count_end(__u32 dep, __u64 latency, int how, __u32 a
  * flight's (the request was not sent at once): the cache then. */
 #define HR_DEP_ONE_SEND_BYTES 4096
 
-static __always_inline __u64 call_began(const struct sock *sk, const struct hr_dep_call *e) {
+static __always_inline __u64 call_began(const struct hr_dep_call *e, __u64 sent) {
   const __u64 start = e->start_ns;
   if (!(e->flags & HR_DEP_F_TXSTART)) return start;
-  const __u64 sent = tcp_of(sk)->first_tx_mstamp * 1000;
   return sent >= start ? sent : start;
 }
+
+/* The socket's send stamp (first_tx_mstamp) in ns, for call_began. */
+static __always_inline __u64 sent_stamp(const struct sock *sk) { return tcp_of(sk)->first_tx_mstamp * 1000; }
 
 /* The start of a call whose first bytes (bytes of them) are being written on
  * sk (call_began). */
@@ -281,21 +283,22 @@ static __always_inline __u64 write_time(const struct sock *sk, __u64 bytes, __u3
  * the stamp its first piece left. */
 static __always_inline void more_of_the_call(const struct sock *sk, struct hr_dep_call *e) {
   if (!(e->flags & HR_DEP_F_TXSTART)) return;
-  e->start_ns = call_began(sk, e);
+  e->start_ns = call_began(e, sent_stamp(sk));
   e->flags &= ~HR_DEP_F_TXSTART;
 }
 
-static __always_inline void end_call_at(const struct sock *sk, struct hr_dep_call *e, struct hr_dep_sk *st, int how,
-                                        __u32 answer, __u64 now) {
-  const __u64 start = call_began(sk, e);
+/* Ends call e (its slot's storage entry st, or 0) at now. sent: the
+ * socket's send stamp (sent_stamp), for a call that takes its start from it. */
+static __always_inline void end_call_at(struct hr_dep_call *e, struct hr_dep_sk *st, int how, __u32 answer, __u64 now,
+                                        __u64 sent) {
+  const __u64 start = call_began(e, sent);
   const __u32 dep = e->dep;
   free_call(e, st);
   count_end(dep, now > start ? now - start : 0, how, answer);
 }
 
-static __always_inline void end_call(const struct sock *sk, struct hr_dep_call *e, struct hr_dep_sk *st, int how,
-                                     __u32 answer) {
-  end_call_at(sk, e, st, how, answer, bpf_ktime_get_ns());
+static __always_inline void end_call(struct hr_dep_call *e, struct hr_dep_sk *st, int how, __u32 answer, __u64 sent) {
+  end_call_at(e, st, how, answer, bpf_ktime_get_ns(), sent);
 }
 
 /* When the segment that sk_data_ready announces began to be processed: TCP
@@ -340,16 +343,16 @@ static __always_inline void dep_state(struct sock *sk, int oldstate, int newstat
   if (!e) return;
   if (e->flags & HR_DEP_F_CONNECT) {
     if (newstate == TCP_ESTABLISHED) free_call(e, st); /* connected: calls start at writes */
-    else if (newstate == TCP_CLOSE) end_call(sk, e, st, END_CONNECT, 0);
+    else if (newstate == TCP_CLOSE) end_call(e, st, END_CONNECT, 0, 0);
     return;
   }
   if (newstate == TCP_CLOSE_WAIT) {
     /* The peer closed. The state changes before the data that came with the
      * FIN is announced: answer bytes beside the FIN (which takes one
      * sequence number) were the answer. */
-    end_call(sk, e, st, rcv_nxt(sk) - e->rcv_start > 1 ? END_ANSWER : END_RESET, 0);
+    end_call(e, st, rcv_nxt(sk) - e->rcv_start > 1 ? END_ANSWER : END_RESET, 0, sent_stamp(sk));
   } else if (newstate == TCP_CLOSE || newstate == TCP_FIN_WAIT1) {
-    end_call(sk, e, st, END_RESET, 0); /* reset, or the client gave up on it */
+    end_call(e, st, END_RESET, 0, sent_stamp(sk)); /* reset, or the client gave up on it */
   }
 }
 
@@ -398,7 +401,7 @@ static __always_inline void dep_arrival(struct sock *sk) {
   const __u32 dep = e->dep;
   const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
   const __u32 answer = d && d->proto == HR_DEP_PROTO_HTTP1 ? answer_status(sk, rcv - e->rcv_start) : 0;
-  end_call_at(sk, e, 0, END_ANSWER, answer, segment_time(sk));
+  end_call_at(e, 0, END_ANSWER, answer, segment_time(sk), sent_stamp(sk));
 }
 
 /* HTTP/2 dependencies: streams (dep_h2_write, dep_h2_arrival, dep_h2_state). */
