@@ -9,8 +9,10 @@
 // On loopback the two differ by microseconds: the thresholds below sit far
 // from the servers' delays, so both sides put each call on the same side.
 //
-// Needs root (eBPF) and a kernel with BTF and the socket tracepoints (6.11+);
-// without them every test skips, saying so.
+// HEADROOM_EBPF_PROGRAMS picks the program set, as it does headroomd's (ctest
+// reruns them with syscalls and raw). Needs root (eBPF) and a kernel with
+// BTF, and for the socket set its tracepoints (6.11+); without them every
+// test skips, saying so.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -23,6 +25,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -145,7 +148,7 @@ TEST(DependencyEbpf, Http1KeepAliveShareAndCountMatchTheClient) {
   auto server = start_test_server(dir, {"--mode", "http", "--delay", "/fast=1ms", "--delay", "/slow=20ms"});
   ASSERT_NE(server.port, 0);
   OPEN_PROBE(probe, std::vector{spec(server.port, 10ms, 500ms)});
-  EXPECT_EQ(probe.attach_kind(), "tp_btf sockets");
+  EXPECT_EQ(probe.attach_kind(), testing::expected_kind());
   std::vector<std::string> args{"--mode", "http", "--connections", "4", "--duration", "3s", "--over", "10ms"};
   for (int i = 0; i < 4; ++i) args.insert(args.end(), {"--path", "/fast"});
   args.insert(args.end(), {"--path", "/slow"});
@@ -261,6 +264,20 @@ uint16_t free_port() {
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
     return 0;
   ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A listener of this process on 127.0.0.1 (backlog as given) in lfd: its
+// port, 0 when it could not be made.
+uint16_t listen_loopback(int backlog, int& lfd) {
+  lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lfd, backlog) != 0 ||
+      ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    return 0;
   return ntohs(a.sin_port);
 }
 
@@ -429,15 +446,9 @@ TEST(DependencyEbpf, PeersAreMatchedByAddressIpv6AndIpv4Alike) {
 // in flight while it waits, and a connect failure when the client gives up.
 TEST(DependencyEbpf, ABlackHoledConnectIsInFlightThenAConnectFailure) {
   REQUIRE_EBPF();
-  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(lfd, 0), 0);
-  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const uint16_t port = ntohs(a.sin_port);
+  int lfd = -1;
+  const uint16_t port = listen_loopback(0, lfd);
+  ASSERT_NE(port, 0) << std::strerror(errno);
   OPEN_PROBE(probe, std::vector{spec(port, 50ms, 200ms, DependencyProtocol::generic)});
   int queued = -1, held = -1;
   ASSERT_EQ(connect_to(port, false, queued), 0) << "the one connection the queue holds";
@@ -468,15 +479,9 @@ TEST(DependencyEbpf, ABlackHoledConnectIsInFlightThenAConnectFailure) {
 // and the client gives up and closes with its call in flight.
 TEST(DependencyEbpf, ACallEndedByItsConnectionsEndIsAResetOrItsAnswer) {
   REQUIRE_EBPF();
-  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(lfd, 8), 0);
-  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const uint16_t port = ntohs(a.sin_port);
+  int lfd = -1;
+  const uint16_t port = listen_loopback(8, lfd);
+  ASSERT_NE(port, 0) << std::strerror(errno);
   OPEN_PROBE(probe, std::vector{spec(port, 10ms, 100ms, DependencyProtocol::generic)});
   auto call = [&](int& client, int& server) {
     ASSERT_EQ(connect_to(port, false, client), 0);
@@ -517,6 +522,53 @@ TEST(DependencyEbpf, ACallEndedByItsConnectionsEndIsAResetOrItsAnswer) {
   EXPECT_EQ(gave_up.calls.stats.errors - before.calls.stats.errors, 2u);
   EXPECT_EQ(gave_up.calls.inflight, 0u);
   ::close(server);
+  ::close(lfd);
+}
+
+// The syscall programs start a call at the write's exit. On loopback the
+// answer can reach the client's socket before its write returns, its arrival
+// seen while no call is in flight: the read of it must end the call, neither
+// leaving it in flight nor counting it twice. Made certain here by a server
+// that answers before the client writes.
+TEST(DependencyEbpf, SyscallProgramsEndAnAnswerThatCameBeforeTheWriteReturnedAtItsRead) {
+  REQUIRE_EBPF();
+  int lfd = -1;
+  const uint16_t port = listen_loopback(8, lfd);
+  ASSERT_NE(port, 0) << std::strerror(errno);
+  for (const auto set : {probes::ProgramSet::syscalls, probes::ProgramSet::raw}) {
+    SCOPED_TRACE(std::string(probes::program_set_name(set)));
+    probes::DependencyProbeOptions forced;
+    forced.programs = set;
+    auto opened = DependencyProbe::open({spec(port, 10ms, 100ms, DependencyProtocol::generic)}, forced);
+    ASSERT_TRUE(opened) << opened.error().message;
+    DependencyProbe& probe = **opened;
+    int client = -1;
+    ASSERT_EQ(connect_to(port, false, client), 0);
+    const int server = ::accept(lfd, nullptr, nullptr);
+    ASSERT_GE(server, 0);
+    const auto before = snap(probe).dependencies.at(0);
+    ASSERT_EQ(::write(server, "+PONG\r\n", 7), 7);  // the answer, there before the request's write returns
+    std::this_thread::sleep_for(10ms);
+    ASSERT_EQ(::write(client, "PING\r\n", 6), 6);
+    EXPECT_EQ(snap(probe).dependencies.at(0).calls.inflight, 1u) << "the call, from its write";
+    char buf[16];
+    ASSERT_EQ(::read(client, buf, sizeof buf), 7);
+    const auto early = snap(probe).dependencies.at(0);
+    EXPECT_EQ(early.calls.stats.completed - before.calls.stats.completed, 1u) << "ended by the read of its answer";
+    EXPECT_EQ(early.calls.inflight, 0u);
+    // The next call in the usual order: one more, once.
+    ASSERT_EQ(::read(server, buf, sizeof buf), 6);
+    ASSERT_EQ(::write(client, "PING\r\n", 6), 6);
+    ASSERT_EQ(::read(server, buf, sizeof buf), 6);
+    ASSERT_EQ(::write(server, "+PONG\r\n", 7), 7);
+    ASSERT_EQ(::read(client, buf, sizeof buf), 7);
+    const auto after = snap(probe).dependencies.at(0);
+    EXPECT_EQ(after.calls.stats.completed - before.calls.stats.completed, 2u);
+    EXPECT_EQ(after.calls.stats.errors, before.calls.stats.errors);
+    EXPECT_EQ(after.calls.inflight, 0u);
+    ::close(client);
+    ::close(server);
+  }
   ::close(lfd);
 }
 
@@ -622,17 +674,30 @@ TEST(DependencyEbpf, AnEndpointPortIsMeasuredOnBothSidesOnce) {
 
 TEST(DependencyEbpf, OpenRefusesWhatItCannotMeasureSayingWhy) {
   REQUIRE_EBPF();
-  // HTTP/2 is measured (dependency_http2_test.cc); an http2 dependency opens.
+  // HTTP/2 is measured by the socket programs (dependency_http2_test.cc): an
+  // http2 dependency opens where the kernel has them...
   auto h2 = spec(8080, 10ms, 100ms, DependencyProtocol::http2);
   auto r = DependencyProbe::open({h2}, {});
   if (!r && r.error().code == ENOTSUP && r.error().message.find("Linux 6.11") != std::string::npos)
     GTEST_SKIP() << "SKIPPED: " << r.error().message;
   EXPECT_TRUE(r) << r.error().message;
-  probes::DependencyProbeOptions syscalls;
-  syscalls.programs = probes::ProgramSet::syscalls;
-  auto s = DependencyProbe::open({spec(8080, 10ms, 100ms)}, syscalls);
-  ASSERT_FALSE(s);
-  EXPECT_NE(s.error().message.find("socket program set"), std::string::npos) << s.error().message;
+  EXPECT_EQ((*r)->attach_kind(), "tp_btf sockets");
+  // ...and is refused with the syscall programs, naming it and what to do.
+  for (const auto set : {probes::ProgramSet::syscalls, probes::ProgramSet::raw}) {
+    probes::DependencyProbeOptions forced;
+    forced.programs = set;
+    auto s = DependencyProbe::open({spec(8081, 10ms, 100ms), h2}, forced);
+    ASSERT_FALSE(s) << probes::program_set_name(set);
+    EXPECT_EQ(s.error().code, ENOTSUP);
+    for (const char* part : {"dependency 2 (::ffff:127.0.0.1 port 8080)", "protocol = \"http2\"", "Linux 6.11",
+                             "HEADROOM_EBPF_PROGRAMS=" })
+      EXPECT_NE(s.error().message.find(part), std::string::npos) << part << " in: " << s.error().message;
+    // Without it, those programs open.
+    auto http1 = DependencyProbe::open({spec(8081, 10ms, 100ms)}, forced);
+    ASSERT_TRUE(http1) << http1.error().message;
+    EXPECT_EQ((*http1)->attach_kind(),
+              set == probes::ProgramSet::raw ? "raw_tp syscalls" : "tp_btf syscalls");
+  }
   auto twice = DependencyProbe::open({spec(8080, 10ms, 100ms), spec(8080, 20ms, 200ms)}, {});
   ASSERT_FALSE(twice);
   EXPECT_NE(twice.error().message.find("127.0.0.1 port 8080"), std::string::npos) << twice.error().message;
