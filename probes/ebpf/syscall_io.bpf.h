@@ -75,10 +75,12 @@ static __always_inline struct sock *sock_of_fd_btf(long fd) {
   struct fdtable *fdt = task->files->fdt;
   if (!fdt) return 0;
   if ((unsigned long)fd >= fdt->max_fds) return 0;
-  struct file **fds = fdt->fd;
-  struct file *f = 0;
-  if (bpf_probe_read_kernel(&f, sizeof f, &fds[fd]) || !f) return 0;
-  const struct file *file = bpf_rdonly_cast(f, bpf_core_type_id_kernel(struct file));
+  /* fds[fd] by a plain load: the entry's address as a number, viewed as a
+   * kernel type whose first field is a struct file * (no helper call). */
+  const struct kiocb *slot =
+      bpf_rdonly_cast((void *)((__u64)fdt->fd + (__u64)fd * sizeof(struct file *)), bpf_core_type_id_kernel(struct kiocb));
+  const struct file *file = slot->ki_filp;
+  if (!file) return 0;
   if ((file->f_inode->i_mode & S_IFMT) != S_IFSOCK) return 0;
   const struct socket *sock = bpf_rdonly_cast(file->private_data, bpf_core_type_id_kernel(struct socket));
   struct sock *sk = sock->sk;
