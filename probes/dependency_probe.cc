@@ -378,7 +378,7 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
                           "): headroomd needs CAP_BPF and CAP_PERFMON, or root"};
   if (err != 0)
     return Error{err, "cannot load the eBPF dependency programs (" + failures + "kernel says: " + log_tail() +
-                          "); dependencies need BTF tracepoints (kernel 6.2+) or raw tracepoints (4.17+)"};
+                          "); dependencies need BTF tracepoints (kernel 6.2+) or raw tracepoints (5.5+, with BTF)"};
   // The HTTP/2 walk's per-CPU scratch (2 entries) and counters; an HTTP/2
   // connection adds its socket storage (sizeof(hr_dep_h2)) while it lives.
   const uint64_t h2_bytes = (2ull * bpf_map__value_size(impl->obj->maps.dep_h2_walk) + sizeof(hr_dep_h2_stats)) *

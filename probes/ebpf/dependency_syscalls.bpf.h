@@ -4,7 +4,8 @@
  * dependency.bpf.c: the calls slots, the decision of a peer (dep_of) and the
  * counting are the socket set's. Each program comes as a BTF tracepoint
  * (tp_btf, needs bpf_rdonly_cast: 6.2+) and as a raw tracepoint (raw_tp,
- * 4.17+), one always-inline source with a constant `btf`:
+ * 4.17+; the object's mmapped array and global data need 5.5), one
+ * always-inline source with a constant `btf`:
  *   inet_sock_set_state  SYN_SENT, in the connecting task: its process is
  *                        marked in dep_procs, and the connect is a call in
  *                        flight (its slot kept in dep_connects) until it is
