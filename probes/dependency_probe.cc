@@ -266,10 +266,12 @@ Result<int> DependencyProbe::Impl::load_row(const ProgramSetRow& row, bool arriv
     }
     const auto listed = static_cast<std::size_t>(
         std::count_if(row.programs.begin(), row.programs.end(), [](std::string_view p) { return !p.empty(); }));
-    if (named != listed)
+    if (named != listed) {
+      libbpf_set_print(previous);
       return Error{ENOENT, "the eBPF dependency object lacks programs of the \"" + std::string(row.kind) +
                                "\" set (program_set.cc names " + std::to_string(listed) + ", it has " +
                                std::to_string(named) + "): headroomd is built wrong"};
+    }
     const auto n = static_cast<__u32>(specs.size());
     bpf_map__set_max_entries(obj->maps.deps, n);
     bpf_map__set_max_entries(obj->maps.dep_stats, n);

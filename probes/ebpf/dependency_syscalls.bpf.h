@@ -106,7 +106,7 @@ static __always_inline void dsys_write(struct sock *sk, const struct hr_dep_port
  * status line, when the read began at the answer's first byte. */
 static __always_inline void dsys_read(struct sock *sk, struct pt_regs *regs, __u32 kind, long ret, const int btf) {
   struct hr_dep_call *e = find_call_from((__u64)sk, dsys_position(sk, btf));
-  if (!e) return;
+  if (!e || (e->flags & HR_DEP_F_CONNECT)) return; /* a connect's slot can sit near the hash position */
   __u32 copied, rcv;
   tcp_seqs((__u64)sk, btf, &copied, &rcv);
   const __u32 start = e->rcv_start;
