@@ -4,7 +4,8 @@
 // tracepoints the probe's program set attaches (--programs): the socket set
 // inet_sock_set_state, tcp_sendmsg_locked, sk_data_ready; the syscall set
 // sys_exit, inet_sock_set_state, sk_data_ready (BTF tracepoints); the raw
-// one sys_exit, inet_sock_set_state (raw tracepoints).
+// one sys_exit, inet_sock_set_state (raw tracepoints). The syscall sets'
+// sched_process_fork program has no floor: nothing forks here.
 //
 // One thread does exchanges over loopback TCP connections it owns both ends
 // of (blocking, TCP_NODELAY): the client writes "PING\r\n", the server reads

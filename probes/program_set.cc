@@ -96,9 +96,10 @@ const std::vector<ProgramSetRow>& dependency_set_rows() {
   static const std::vector<ProgramSetRow> rows{
       {"tp_btf sockets", {"hr_dep_set_state", "hr_dep_write", "hr_dep_arrival"}, {}, true, false, PortsTaken::every,
        has_socket_tracepoints, kSocketKernel, bit(ProgramSet::automatic) | bit(ProgramSet::sockets)},
-      syscall_row("tp_btf syscalls", {"hr_dep_btf_sys_exit", "hr_dep_btf_sys_state"}, "hr_dep_arrival",
+      syscall_row("tp_btf syscalls", {"hr_dep_btf_sys_exit", "hr_dep_btf_sys_state", "hr_dep_btf_sys_fork"},
+                  "hr_dep_arrival",
                   bit(ProgramSet::automatic) | bit(ProgramSet::syscalls)),
-      syscall_row("raw_tp syscalls", {"hr_dep_raw_sys_exit", "hr_dep_raw_sys_state"}, {},
+      syscall_row("raw_tp syscalls", {"hr_dep_raw_sys_exit", "hr_dep_raw_sys_state", "hr_dep_raw_sys_fork"}, {},
                   bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::raw)),
   };
   return rows;

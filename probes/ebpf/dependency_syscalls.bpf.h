@@ -19,6 +19,9 @@
  *                        return bytes of the answer end it (the time of the
  *                        read, not of the arrival), and an HTTP/1 status line
  *                        is read from the reader's buffer
+ *   sched_process_fork   a traced process's child is traced too: it may
+ *                        write on the connections it inherited (a pool
+ *                        opened before the fork)
  *   sock sk_data_ready   (6.6+, tp_btf only) the socket set's program: the
  *                        answer's arrival ends the call, as there
  * The call's start is the write's exit, and its rcv_start the socket's read
@@ -179,6 +182,13 @@ static __always_inline void dep_sys_state(struct sock *sk, int newstate, const i
   if (st && (newstate == TCP_ESTABLISHED || newstate == TCP_CLOSE)) bpf_map_delete_elem(&dep_connects, &key);
 }
 
+/* A new process (not a thread: same tgid) of a traced one. */
+static __always_inline void dep_sys_fork(__u32 parent, __u32 child) {
+  if (parent == child || !bpf_map_lookup_elem(&dep_procs, &parent)) return;
+  const __u8 one = 1;
+  bpf_map_update_elem(&dep_procs, &child, &one, BPF_ANY);
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(hr_dep_btf_sys_exit, struct pt_regs *regs, long ret) {
   dep_sys_exit(regs, ret, 1);
@@ -191,6 +201,12 @@ int BPF_PROG(hr_dep_btf_sys_state, struct sock *sk, int oldstate, int newstate) 
   return 0;
 }
 
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(hr_dep_btf_sys_fork, struct task_struct *parent, struct task_struct *child) {
+  dep_sys_fork(parent->tgid, child->tgid);
+  return 0;
+}
+
 SEC("raw_tp/sys_exit")
 int hr_dep_raw_sys_exit(struct bpf_raw_tracepoint_args *ctx) {
   dep_sys_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0);
@@ -200,6 +216,13 @@ int hr_dep_raw_sys_exit(struct bpf_raw_tracepoint_args *ctx) {
 SEC("raw_tp/inet_sock_set_state")
 int hr_dep_raw_sys_state(struct bpf_raw_tracepoint_args *ctx) {
   dep_sys_state((struct sock *)ctx->args[0], (int)ctx->args[2], 0);
+  return 0;
+}
+
+SEC("raw_tp/sched_process_fork")
+int hr_dep_raw_sys_fork(struct bpf_raw_tracepoint_args *ctx) {
+  dep_sys_fork(BPF_CORE_READ((struct task_struct *)ctx->args[0], tgid),
+               BPF_CORE_READ((struct task_struct *)ctx->args[1], tgid));
   return 0;
 }
 

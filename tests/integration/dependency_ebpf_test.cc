@@ -19,6 +19,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -565,6 +566,53 @@ TEST(DependencyEbpf, SyscallProgramsEndAnAnswerThatCameBeforeTheWriteReturnedAtI
     const auto after = snap(probe).dependencies.at(0);
     EXPECT_EQ(after.calls.stats.completed - before.calls.stats.completed, 2u);
     EXPECT_EQ(after.calls.stats.errors, before.calls.stats.errors);
+    EXPECT_EQ(after.calls.inflight, 0u);
+    ::close(client);
+    ::close(server);
+  }
+  ::close(lfd);
+}
+
+// The syscall programs look at the processes that connected to a
+// dependency, and at their children: a child forked after the connect that
+// calls on the connection it inherited (a pool opened before a fork) is
+// measured. Its parent answers as the server, on the other end.
+TEST(DependencyEbpf, SyscallProgramsMeasureAChildOnTheConnectionItInherited) {
+  REQUIRE_EBPF();
+  int lfd = -1;
+  const uint16_t port = listen_loopback(8, lfd);
+  ASSERT_NE(port, 0) << std::strerror(errno);
+  constexpr int kCalls = 10;
+  for (const auto set : {probes::ProgramSet::syscalls, probes::ProgramSet::raw}) {
+    SCOPED_TRACE(std::string(probes::program_set_name(set)));
+    probes::DependencyProbeOptions forced;
+    forced.programs = set;
+    auto opened = DependencyProbe::open({spec(port, 10ms, 100ms, DependencyProtocol::generic)}, forced);
+    ASSERT_TRUE(opened) << opened.error().message;
+    int client = -1;
+    ASSERT_EQ(connect_to(port, false, client), 0);
+    const int server = ::accept(lfd, nullptr, nullptr);
+    ASSERT_GE(server, 0);
+    const auto before = snap(**opened).dependencies.at(0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0) << std::strerror(errno);
+    if (child == 0) {  // the caller: nothing but system calls until _exit
+      char b[16];
+      for (int i = 0; i < kCalls; ++i)
+        if (::write(client, "PING\r\n", 6) != 6 || ::read(client, b, sizeof b) != 7) ::_exit(1);
+      ::_exit(0);
+    }
+    char buf[16];
+    for (int i = 0; i < kCalls; ++i) {
+      ASSERT_EQ(::read(server, buf, sizeof buf), 6);
+      ASSERT_EQ(::write(server, "+PONG\r\n", 7), 7);
+    }
+    int status = -1;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's calls failed";
+    const auto after = snap(**opened).dependencies.at(0);
+    EXPECT_EQ(after.calls.stats.completed - before.calls.stats.completed, static_cast<uint64_t>(kCalls))
+        << "the child's calls on the inherited connection";
     EXPECT_EQ(after.calls.inflight, 0u);
     ::close(client);
     ::close(server);
