@@ -526,13 +526,12 @@ TEST(DependencyEbpf, ACallEndedByItsConnectionsEndIsAResetOrItsAnswer) {
   ::close(lfd);
 }
 
-// The syscall programs start a call at the write's exit. On loopback the
-// answer can reach the client's socket before its write returns, its arrival
-// seen while no call is in flight: the read of it must end the call, neither
-// leaving it in flight nor counting it twice. Made certain here by a server
-// that answers before the client writes.
-TEST(DependencyEbpf, SyscallProgramsEndAnAnswerThatCameBeforeTheWriteReturnedAtItsRead) {
-  REQUIRE_EBPF();
+// For each syscall set in turn (BTF, then raw tracepoints), whatever
+// HEADROOM_EBPF_PROGRAMS says: a probe forced to it, on a generic dependency
+// at a listener of this process, and a connection to that listener made
+// after it opened, its client and accepted server ends handed to `body`.
+template <class Body>
+void for_each_syscall_set(Body body) {
   int lfd = -1;
   const uint16_t port = listen_loopback(8, lfd);
   ASSERT_NE(port, 0) << std::strerror(errno);
@@ -542,11 +541,25 @@ TEST(DependencyEbpf, SyscallProgramsEndAnAnswerThatCameBeforeTheWriteReturnedAtI
     forced.programs = set;
     auto opened = DependencyProbe::open({spec(port, 10ms, 100ms, DependencyProtocol::generic)}, forced);
     ASSERT_TRUE(opened) << opened.error().message;
-    DependencyProbe& probe = **opened;
     int client = -1;
     ASSERT_EQ(connect_to(port, false, client), 0);
     const int server = ::accept(lfd, nullptr, nullptr);
     ASSERT_GE(server, 0);
+    body(**opened, client, server);
+    ::close(client);
+    ::close(server);
+  }
+  ::close(lfd);
+}
+
+// The syscall programs start a call at the write's exit. On loopback the
+// answer can reach the client's socket before its write returns, its arrival
+// seen while no call is in flight: the read of it must end the call, neither
+// leaving it in flight nor counting it twice. Made certain here by a server
+// that answers before the client writes.
+TEST(DependencyEbpf, SyscallProgramsEndAnAnswerThatCameBeforeTheWriteReturnedAtItsRead) {
+  REQUIRE_EBPF();
+  for_each_syscall_set([](DependencyProbe& probe, int client, int server) {
     const auto before = snap(probe).dependencies.at(0);
     ASSERT_EQ(::write(server, "+PONG\r\n", 7), 7);  // the answer, there before the request's write returns
     std::this_thread::sleep_for(10ms);
@@ -567,10 +580,7 @@ TEST(DependencyEbpf, SyscallProgramsEndAnAnswerThatCameBeforeTheWriteReturnedAtI
     EXPECT_EQ(after.calls.stats.completed - before.calls.stats.completed, 2u);
     EXPECT_EQ(after.calls.stats.errors, before.calls.stats.errors);
     EXPECT_EQ(after.calls.inflight, 0u);
-    ::close(client);
-    ::close(server);
-  }
-  ::close(lfd);
+  });
 }
 
 // The syscall programs look at the processes that connected to a
@@ -579,21 +589,9 @@ TEST(DependencyEbpf, SyscallProgramsEndAnAnswerThatCameBeforeTheWriteReturnedAtI
 // measured. Its parent answers as the server, on the other end.
 TEST(DependencyEbpf, SyscallProgramsMeasureAChildOnTheConnectionItInherited) {
   REQUIRE_EBPF();
-  int lfd = -1;
-  const uint16_t port = listen_loopback(8, lfd);
-  ASSERT_NE(port, 0) << std::strerror(errno);
   constexpr int kCalls = 10;
-  for (const auto set : {probes::ProgramSet::syscalls, probes::ProgramSet::raw}) {
-    SCOPED_TRACE(std::string(probes::program_set_name(set)));
-    probes::DependencyProbeOptions forced;
-    forced.programs = set;
-    auto opened = DependencyProbe::open({spec(port, 10ms, 100ms, DependencyProtocol::generic)}, forced);
-    ASSERT_TRUE(opened) << opened.error().message;
-    int client = -1;
-    ASSERT_EQ(connect_to(port, false, client), 0);
-    const int server = ::accept(lfd, nullptr, nullptr);
-    ASSERT_GE(server, 0);
-    const auto before = snap(**opened).dependencies.at(0);
+  for_each_syscall_set([](DependencyProbe& probe, int client, int server) {
+    const auto before = snap(probe).dependencies.at(0);
     const pid_t child = ::fork();
     ASSERT_GE(child, 0) << std::strerror(errno);
     if (child == 0) {  // the caller: nothing but system calls until _exit
@@ -610,14 +608,11 @@ TEST(DependencyEbpf, SyscallProgramsMeasureAChildOnTheConnectionItInherited) {
     int status = -1;
     ASSERT_EQ(::waitpid(child, &status, 0), child);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's calls failed";
-    const auto after = snap(**opened).dependencies.at(0);
+    const auto after = snap(probe).dependencies.at(0);
     EXPECT_EQ(after.calls.stats.completed - before.calls.stats.completed, static_cast<uint64_t>(kCalls))
         << "the child's calls on the inherited connection";
     EXPECT_EQ(after.calls.inflight, 0u);
-    ::close(client);
-    ::close(server);
-  }
-  ::close(lfd);
+  });
 }
 
 // Two clients call the same server with the same load; the dependency names
