@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // bench_dependency_floor: what the eBPF dependency probe costs an outbound
 // call, as a ratio to the floor: empty programs (bench/floor.bpf.c) on the
-// three tracepoints the probe attaches (inet_sock_set_state,
-// tcp_sendmsg_locked, sk_data_ready).
+// tracepoints the probe's program set attaches (--programs): the socket set
+// inet_sock_set_state, tcp_sendmsg_locked, sk_data_ready; the syscall set
+// sys_exit, inet_sock_set_state, sk_data_ready (BTF tracepoints); the raw
+// one sys_exit, inet_sock_set_state (raw tracepoints). The syscall sets'
+// sched_process_fork program has no floor: nothing forks here.
 //
 // One thread does exchanges over loopback TCP connections it owns both ends
 // of (blocking, TCP_NODELAY): the client writes "PING\r\n", the server reads
@@ -12,9 +15,11 @@
 // cycle runs a slice of --slice exchanges per (variant, connection), the
 // variants in an order rotated every cycle:
 //   none     nothing attached
-//   floor    the empty programs on the probe's three hooks
-//   floor4   the same and sock_recv_length: the endpoint socket set's
-//            floor (bench_ebpf_floor's floor-sockets), for comparison
+//   floor    the empty programs on the probe's hooks
+//   floor4   the same and one more hook, for comparison: sockets,
+//            sock_recv_length (the endpoint socket set's floor,
+//            bench_ebpf_floor's floor-sockets); syscalls and raw, sys_enter
+//            (BTF: the endpoint syscall set's floor)
 //   product  DependencyProbe, opened once, then detached and attached
 // Per slice: CPU ns per exchange (CLOCK_THREAD_CPUTIME_ID; on loopback the
 // receive softirq runs in the sending thread, and without
@@ -32,9 +37,10 @@
 //
 //   bench_dependency_floor [--cycles N (100)] [--slice N (2000)] [--warmup N (300)]
 //                          [--protocol generic|http1] [--stats-slices N (10)]
+//                          [--programs sockets|syscalls|raw (sockets)]
 // http1: the exchange is "GET / HTTP/1.1" / "HTTP/1.1 200 OK" and the
 // dependency http1, so each answer's status line is read (arrived.bpf.h).
-// Needs root and a kernel with BTF and the socket tracepoints (6.11+).
+// Needs root and a kernel with BTF; the socket set needs its tracepoints (6.11+).
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -57,6 +63,7 @@
 #include <vector>
 
 #include "probes/dependency_probe.h"
+#include "probes/program_set.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wold-style-cast"
@@ -148,6 +155,20 @@ std::vector<uint32_t> prog_ids() {
   return ids;
 }
 
+// The floor of each program set: its hooks' empty programs, and the one
+// more of floor4.
+struct Floor {
+  std::vector<std::string> progs;
+  std::string extra;
+};
+Floor floor_of(headroom::probes::ProgramSet set) {
+  using headroom::probes::ProgramSet;
+  if (set == ProgramSet::syscalls)
+    return {{"floor_sys_exit", "floor_inet_sock_set_state", "floor_sk_data_ready"}, "floor_sys_enter"};
+  if (set == ProgramSet::raw) return {{"floor_raw_sys_exit", "floor_raw_inet_sock_set_state"}, "floor_sys_enter"};
+  return {{"floor_inet_sock_set_state", "floor_tcp_sendmsg_locked", "floor_sk_data_ready"}, "floor_sock_recv_length"};
+}
+
 struct ProgRun {
   std::string name;
   uint64_t run_cnt = 0, run_time_ns = 0;
@@ -164,9 +185,17 @@ ProgRun prog_run(int fd) {
 int main(int argc, char** argv) {
   int cycles = 100, slice = 2000, warmup = 300, stats_slices = 10;
   bool http1 = false;
+  headroom::probes::DependencyProbeOptions options;
+  options.programs = headroom::probes::ProgramSet::sockets;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string_view a = argv[i];
     const int v = std::atoi(argv[i + 1]);
+    if (a == "--programs") {
+      auto set = headroom::probes::parse_program_set(argv[i + 1]);
+      if (!set || *set == headroom::probes::ProgramSet::automatic) fail("--programs is sockets, syscalls or raw");
+      options.programs = *set;
+      continue;
+    }
     if (a == "--protocol") {
       http1 = std::string_view(argv[i + 1]) == "http1";
       if (!http1 && std::string_view(argv[i + 1]) != "generic") fail("--protocol is http1 or generic");
@@ -195,7 +224,7 @@ int main(int argc, char** argv) {
     }
   // The probe's programs, for bpf_stats: those it loads (named hr_dep_*).
   const std::vector<uint32_t> ids_before = prog_ids();
-  auto probe = headroom::probes::DependencyProbe::open({spec}, {});
+  auto probe = headroom::probes::DependencyProbe::open({spec}, options);
   if (!probe) fail(probe.error().message);
   std::vector<int> product_fds;
   for (uint32_t id : prog_ids()) {
@@ -211,23 +240,22 @@ int main(int argc, char** argv) {
 
   floor_bpf* floor = floor_bpf__open();
   if (floor == nullptr) fail("cannot open the floor's BPF object");
-  const char* const kFloorProgs[] = {"floor_inet_sock_set_state", "floor_tcp_sendmsg_locked", "floor_sk_data_ready",
-                                     "floor_sock_recv_length"};
+  const Floor fl = floor_of(options.programs);
+  std::vector<std::string> all = fl.progs;
+  all.push_back(fl.extra);
   for (bpf_program* p = bpf_object__next_program(floor->obj, nullptr); p != nullptr;
        p = bpf_object__next_program(floor->obj, p))
-    bpf_program__set_autoload(p, std::any_of(std::begin(kFloorProgs), std::end(kFloorProgs), [&](const char* n) {
-                                return std::string_view(bpf_program__name(p)) == n;
-                              }));
+    bpf_program__set_autoload(p, std::find(all.begin(), all.end(), bpf_program__name(p)) != all.end());
   if (const int err = floor_bpf__load(floor); err != 0) fail(std::string("cannot load the floor: ") + std::strerror(-err));
   std::vector<bpf_link*> links;
 
   enum { kNone, kFloor, kFloor4, kProduct, kVariants };
   auto attach = [&](int v) {
     if (v == kFloor || v == kFloor4)
-      for (const char* n : kFloorProgs) {
-        if (v == kFloor && std::string_view(n) == "floor_sock_recv_length") continue;
-        bpf_link* l = bpf_program__attach(bpf_object__find_program_by_name(floor->obj, n));
-        if (l == nullptr) fail(std::string("cannot attach ") + n);
+      for (const std::string& n : all) {
+        if (v == kFloor && n == fl.extra) continue;
+        bpf_link* l = bpf_program__attach(bpf_object__find_program_by_name(floor->obj, n.c_str()));
+        if (l == nullptr) fail("cannot attach " + n);
         links.push_back(l);
       }
     if (v == kProduct)
@@ -265,8 +293,9 @@ int main(int argc, char** argv) {
   const uint64_t counted = snap.dependencies[0].calls.stats.completed - completed0;
 
   const char* const conn_names[2] = {"traced connection (the dependency)", "untraced connection (another port)"};
-  std::printf("bench_dependency_floor: %s, %d cycles x %d exchanges per slice, CPU ns per exchange\n",
-              http1 ? "http1" : "generic", cycles, slice);
+  std::printf("bench_dependency_floor: %s, %s, %d cycles x %d exchanges per slice, CPU ns per exchange\n",
+              (*probe)->attach_kind().c_str(), http1 ? "http1" : "generic", cycles, slice);
+  std::printf("floor: %zu empty programs; floor4: and %s\n", fl.progs.size(), fl.extra.c_str());
   for (int conn = 0; conn < 2; ++conn) {
     std::vector<double> floor_d, floor4_d, product_d, ratio, beyond;
     for (int c = 0; c < cycles; ++c) {
@@ -301,9 +330,8 @@ int main(int argc, char** argv) {
   // statistics on; closing it restores what kernel.bpf_stats_enabled says.
   if (const int stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME); stats_fd >= 0 && stats_slices > 0) {
     std::vector<int> floor_fds;
-    for (const char* n : kFloorProgs)
-      if (std::string_view(n) != "floor_sock_recv_length")
-        floor_fds.push_back(bpf_program__fd(bpf_object__find_program_by_name(floor->obj, n)));
+    for (const std::string& n : fl.progs)
+      floor_fds.push_back(bpf_program__fd(bpf_object__find_program_by_name(floor->obj, n.c_str())));
     std::printf("bpf_stats, %d slices per connection: per exchange, firings and ns inside the program\n",
                 stats_slices);
     for (int conn = 0; conn < 2; ++conn) {
@@ -350,7 +378,7 @@ int main(int argc, char** argv) {
   };
   spec.caller_process = "bench_dependenc";  // this process (comm keeps 15 bytes)
   spec.port = static_cast<uint16_t>(traced.port + 1 == 0 ? 1 : traced.port + 1);
-  auto with_callers = headroom::probes::DependencyProbe::open({spec}, {});
+  auto with_callers = headroom::probes::DependencyProbe::open({spec}, options);
   if (!with_callers) fail(with_callers.error().message);
   std::size_t procs = 0;
   for (const auto& e : std::filesystem::directory_iterator("/proc"))

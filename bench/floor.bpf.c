@@ -9,11 +9,13 @@
  *   socket floor   sk_data_ready, sock_recv_length (>= 6.3),
  *                  tcp_sendmsg_locked (>= 6.11), inet_sock_set_state
  *   syscall floor  sys_enter, sys_exit, inet_sock_set_state, sk_data_ready
+ *   raw floor      sys_exit, inet_sock_set_state as raw tracepoints (the
+ *                  dependency probe's raw_tp syscall set, bench_dependency_floor)
  *
  * One program per tracepoint, each with its own name: the benchmark attaches
  * each floor's subset itself (bpf_program__attach) and loads only the
- * programs whose tracepoint the running kernel has. BTF tracepoints only, as
- * the product's first choice: no tracefs needed. */
+ * programs whose tracepoint the running kernel has. BTF tracepoints, as the
+ * product's first choice, and two raw ones: no tracefs needed. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_helpers.h>
@@ -47,5 +49,15 @@ int floor_sys_enter(void *ctx) {
 
 SEC("tp_btf/sys_exit")
 int floor_sys_exit(void *ctx) {
+  return 0;
+}
+
+SEC("raw_tp/sys_exit")
+int floor_raw_sys_exit(void *ctx) {
+  return 0;
+}
+
+SEC("raw_tp/inet_sock_set_state")
+int floor_raw_inet_sock_set_state(void *ctx) {
   return 0;
 }

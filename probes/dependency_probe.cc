@@ -21,9 +21,11 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "probes/dependency_callers.h"
+#include "probes/instance.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wold-style-cast"
@@ -124,18 +126,25 @@ struct DependencyProbe::Impl {
   std::unique_ptr<CallerScan> scan;
   std::set<std::pair<uint32_t, uint32_t>> allowed;  // (dependency, tgid) in the callers map
   std::vector<hr_dep_stats> per_cpu;
-  std::string kind = "tp_btf sockets";
+  std::string kind;
   uint64_t map_bytes = 0;
   Impl() = default;
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
-  ~Impl() {
+  ~Impl() { unload(); }
+  void unload() {
     if (calls) ::munmap(const_cast<hr_dep_call*>(calls), calls_bytes);
     if (obj) dependency_bpf__destroy(obj);
+    calls = nullptr;
+    obj = nullptr;
+    allowed.clear();
+    scan.reset();
   }
   Result<void> rules_from_specs();
   Result<void> renew_callers(int64_t now_ns);
   Result<void> fill();
+  Result<int> load_row(const ProgramSetRow& row, bool arrival);
+  Result<void> trace_existing_callers();
 };
 
 Result<void> DependencyProbe::Impl::rules_from_specs() {
@@ -224,7 +233,6 @@ Result<void> DependencyProbe::Impl::fill() {
       if (d.port == port && d.protocol == DependencyProtocol::http2) obj->bss->dep_port_h2[slot] = 1;
     obj->bss->dep_port_slot[htons(port)] = static_cast<__u16>(++slot);  // indexed as skc_dport holds it
   }
-  if (auto r = rules_from_specs(); !r) return r.error();
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   if (auto r = renew_callers(int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec); !r) return r.error();
@@ -240,15 +248,104 @@ Result<void> DependencyProbe::Impl::fill() {
 DependencyProbe::DependencyProbe(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DependencyProbe::~DependencyProbe() = default;
 
+// Loads the row's programs (and sk_data_ready's where the kernel has it),
+// fills the maps, attaches. 0, or the errno of the load or attach that
+// failed (the next row may load); an error for anything else.
+Result<int> DependencyProbe::Impl::load_row(const ProgramSetRow& row, bool arrival) {
+  unload();
+  g_log.clear();
+  const libbpf_print_fn_t previous = libbpf_set_print(keep_log);
+  obj = dependency_bpf__open();
+  int err = obj ? 0 : errno;
+  if (err == 0) {
+    std::size_t named = 0;
+    for (bpf_program* prog = bpf_object__next_program(obj->obj, nullptr); prog != nullptr;
+         prog = bpf_object__next_program(obj->obj, prog)) {
+      const std::string_view name = bpf_program__name(prog);
+      const bool in_row = std::find(row.programs.begin(), row.programs.end(), name) != row.programs.end();
+      named += in_row ? 1 : 0;
+      bpf_program__set_autoload(prog, in_row || (arrival && !row.arrival.empty() && name == row.arrival));
+    }
+    const auto listed = static_cast<std::size_t>(
+        std::count_if(row.programs.begin(), row.programs.end(), [](std::string_view p) { return !p.empty(); }));
+    if (named != listed) {
+      libbpf_set_print(previous);
+      return Error{ENOENT, "the eBPF dependency object lacks programs of the \"" + std::string(row.kind) +
+                               "\" set (program_set.cc names " + std::to_string(listed) + ", it has " +
+                               std::to_string(named) + "): headroomd is built wrong"};
+    }
+    const auto n = static_cast<__u32>(specs.size());
+    bpf_map__set_max_entries(obj->maps.deps, n);
+    bpf_map__set_max_entries(obj->maps.dep_stats, n);
+    if (!row.syscalls) bpf_map__set_max_entries(obj->maps.dep_procs, 1);
+    err = -dependency_bpf__load(obj);
+  }
+  libbpf_set_print(previous);
+  if (err != 0) return err;
+  if (auto r = fill(); !r) return r.error();
+  if (row.syscalls) {
+    if (auto r = trace_existing_callers(); !r) return r.error();
+  }
+  if (const int e = dependency_bpf__attach(obj); e != 0) {
+    g_log += std::string("attach: ") + std::strerror(-e);
+    return -e;
+  }
+  kind = row.kind;
+  return 0;
+}
+
+// The syscall set: processes that hold connections to a dependency's port
+// made before the probe (the kernel marks those that connect later).
+Result<void> DependencyProbe::Impl::trace_existing_callers() {
+  std::set<uint32_t> ports;
+  for (const auto& d : specs) ports.insert(d.port);
+  const int fd = bpf_map__fd(obj->maps.dep_procs);
+  for (const pid_t pid : socket_holders(options.proc_root, ports, SocketEnd::remote, 0)) {
+    const auto key = static_cast<uint32_t>(pid);
+    const uint8_t one = 1;
+    if (bpf_map_update_elem(fd, &key, &one, BPF_ANY) != 0)
+      return Error{errno, "cannot add process " + std::to_string(pid) + " to the eBPF dep_procs map: " +
+                              std::strerror(errno)};
+  }
+  return {};
+}
+
+namespace {
+
+KernelFeatures kernel_features(const btf* vmlinux) {
+  return {kernel_has_tracepoint(vmlinux, "sk_data_ready"), kernel_has_tracepoint(vmlinux, "tcp_sendmsg_locked")};
+}
+
+// Why no row can measure the dependencies: an HTTP/2 one needs the socket
+// set, which the kernel or HEADROOM_EBPF_PROGRAMS leaves out; or the
+// sockets set alone was asked for on a kernel without it.
+Error no_row_error(const std::vector<DependencySpec>& specs, ProgramSet choice, const KernelFeatures& kernel) {
+  const bool sockets_fit = kernel.sk_data_ready && kernel.tcp_sendmsg_locked;
+  const std::string lacks =
+      sockets_fit ? "HEADROOM_EBPF_PROGRAMS=" + std::string(program_set_name(choice)) + " leaves them out"
+                  : "this kernel (" + kernel_release() + ") lacks them";
+  const std::string needs = "Linux 6.11 or later (the tracepoints sock:inet_sock_set_state, tcp:tcp_sendmsg_locked "
+                            "and sock:sk_data_ready)";
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].protocol == DependencyProtocol::http2)
+      return Error{ENOTSUP, "dependency " + std::to_string(i + 1) + " (" + port_text(specs[i]) +
+                                ") has protocol = \"http2\", whose streams only the socket programs measure; they "
+                                "need " + needs + " and " + lacks +
+                                ". Upgrade the kernel (or unset HEADROOM_EBPF_PROGRAMS), or remove that "
+                                "[[dependency]]"};
+  return Error{ENOTSUP, "HEADROOM_EBPF_PROGRAMS=sockets: the dependency socket programs need " + needs + "; " + lacks +
+                            ". Unset HEADROOM_EBPF_PROGRAMS (the syscall programs measure dependencies on older "
+                            "kernels) or upgrade the kernel"};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector<DependencySpec>& dependencies,
                                                                const DependencyProbeOptions& options) {
   if (dependencies.empty() || dependencies.size() > HR_MAX_DEPS)
     return Error{EINVAL, "between 1 and " + std::to_string(HR_MAX_DEPS) + " dependencies are supported"};
   for (std::size_t i = 0; i < dependencies.size(); ++i)
     if (auto r = check_spec(dependencies[i], i); !r) return r.error();
-  if (options.programs == ProgramSet::syscalls || options.programs == ProgramSet::raw)
-    return Error{ENOTSUP, "the dependency probe has only the socket program set yet; HEADROOM_EBPF_PROGRAMS=" +
-                              std::string(program_set_name(options.programs)) + " cannot measure dependencies"};
   const std::string btf_path = options.sys_root + "/kernel/btf/vmlinux";
   if (::access(btf_path.c_str(), R_OK) != 0)
     return Error{ENOENT, "this kernel has no BTF type information (" + btf_path + ": " + std::strerror(errno) +
@@ -256,14 +353,12 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
   btf* vmlinux = btf__load_vmlinux_btf();
   if (vmlinux == nullptr)
     return Error{errno, "cannot read the kernel's BTF (" + btf_path + "): " + std::strerror(errno)};
-  std::string missing;
-  for (const char* tp : {"inet_sock_set_state", "tcp_sendmsg_locked", "sk_data_ready"})
-    if (!kernel_has_tracepoint(vmlinux, tp)) missing += std::string(missing.empty() ? "" : ", ") + tp;
+  const KernelFeatures kernel = kernel_features(vmlinux);
   btf__free(vmlinux);
-  if (!missing.empty())
-    return Error{ENOTSUP, "dependencies need Linux 6.11 or later (the tracepoints sock:inet_sock_set_state, "
-                          "tcp:tcp_sendmsg_locked and sock:sk_data_ready); this kernel (" + kernel_release() +
-                              ") lacks " + missing + ". Remove the [[dependency]] sections or upgrade the kernel"};
+  const bool http2 = std::any_of(dependencies.begin(), dependencies.end(),
+                                 [](const DependencySpec& d) { return d.protocol == DependencyProtocol::http2; });
+  const ProgramSetPlan plan = plan_dependency_sets(options.programs, http2, kernel);
+  if (plan.tries.empty()) return no_row_error(dependencies, options.programs, kernel);
 
   auto impl = std::make_unique<Impl>();
   impl->specs = dependencies;
@@ -271,31 +366,29 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
   const int ncpu = libbpf_num_possible_cpus();
   if (ncpu <= 0) return Error{EIO, "cannot count the possible CPUs"};
   impl->per_cpu.resize(static_cast<std::size_t>(ncpu));
-  g_log.clear();
-  const libbpf_print_fn_t previous = libbpf_set_print(keep_log);
-  impl->obj = dependency_bpf__open();
-  int err = impl->obj ? 0 : errno;
-  if (err == 0) {
-    const auto n = static_cast<__u32>(dependencies.size());
-    bpf_map__set_max_entries(impl->obj->maps.deps, n);
-    bpf_map__set_max_entries(impl->obj->maps.dep_stats, n);
-    err = -dependency_bpf__load(impl->obj);
+  if (auto r = impl->rules_from_specs(); !r) return r.error();
+  // The rows that fit, best first; the first that loads and attaches stays.
+  std::string failures = plan.skipped;
+  int err = plan.skipped_err;
+  for (const ProgramSetRow* row : plan.tries) {
+    auto loaded = impl->load_row(*row, kernel.sk_data_ready);
+    if (!loaded) return loaded.error();
+    err = *loaded;
+    if (err == 0) break;
+    failures += std::string(row->kind) + ": " + std::strerror(err) + "; ";
   }
-  libbpf_set_print(previous);
   if (err == EPERM)
     return Error{err, "the kernel refused to load the eBPF dependency programs (" + std::string(std::strerror(err)) +
                           "): headroomd needs CAP_BPF and CAP_PERFMON, or root"};
   if (err != 0)
-    return Error{err, "cannot load the eBPF dependency programs (" + std::string(std::strerror(err)) +
-                          "; kernel says: " + log_tail() + ")"};
-  if (auto r = impl->fill(); !r) return r.error();
-  if (const int e = dependency_bpf__attach(impl->obj); e != 0)
-    return Error{-e, std::string("cannot attach the eBPF dependency programs: ") + std::strerror(-e)};
+    return Error{err, "cannot load the eBPF dependency programs (" + failures + "kernel says: " + log_tail() +
+                          "); dependencies need BTF tracepoints (kernel 6.2+) or raw tracepoints (5.5+, with BTF)"};
   // The HTTP/2 walk's per-CPU scratch (2 entries) and counters; an HTTP/2
   // connection adds its socket storage (sizeof(hr_dep_h2)) while it lives.
   const uint64_t h2_bytes = (2ull * bpf_map__value_size(impl->obj->maps.dep_h2_walk) + sizeof(hr_dep_h2_stats)) *
                             static_cast<uint64_t>(ncpu);
-  impl->map_bytes = static_cast<uint64_t>(HR_DEP_SLOTS) * sizeof(hr_dep_call) + h2_bytes +
+  const uint64_t procs_bytes = bpf_map__max_entries(impl->obj->maps.dep_procs) * (sizeof(__u32) + 8 + 64);
+  impl->map_bytes = static_cast<uint64_t>(HR_DEP_SLOTS) * sizeof(hr_dep_call) + h2_bytes + procs_bytes +
                     dependencies.size() * (sizeof(hr_dep) + sizeof(hr_dep_stats) * static_cast<std::size_t>(ncpu)) +
                     static_cast<uint64_t>(HR_DEP_MAX_CALLERS) * (sizeof(hr_dep_caller) + 8 + 64) +
                     sizeof(impl->obj->bss->dep_port_slot) + sizeof(impl->obj->bss->dep_port_cfg);

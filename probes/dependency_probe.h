@@ -10,7 +10,10 @@
 // stream), and ends when the answer's first bytes arrive. Errors: a connect
 // that fails (refused, timed out, the client gave up), a connection reset or
 // closed with a call in flight, an HTTP/1 5xx status line, an HTTP/2 :status
-// 5xx or non-zero grpc-status.
+// 5xx or non-zero grpc-status. The socket program set times the answer's
+// arrival; the syscall set, on kernels before 6.11, starts a call at the
+// write's exit and ends it at the arrival (6.6+) or at the client's read,
+// and measures no HTTP/2 (open() refuses it there).
 #pragma once
 
 #include <netinet/in.h>
@@ -62,7 +65,7 @@ struct DependencySpec {
 struct DependencyProbeOptions {
   std::string proc_root = "/proc";
   std::string sys_root = "/sys";
-  ProgramSet programs = ProgramSet::automatic;
+  ProgramSet programs = ProgramSet::automatic;  // which rows of dependency_set_rows() to try
   // Tests: while this file exists, read() fails as a map read the kernel
   // refused would. Empty in the shipped daemon.
   std::string fail_reads_while;
@@ -121,7 +124,8 @@ class DependencyProbe {
   void detach();
   Result<void> attach();
 
-  // Which programs are attached ("tp_btf sockets", ...).
+  // Which programs are attached: "tp_btf sockets" (6.11+), "tp_btf syscalls"
+  // or "raw_tp syscalls" (program_set.h, dependency_set_rows).
   const std::string& attach_kind() const;
   uint64_t map_bytes() const;
 

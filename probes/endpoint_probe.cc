@@ -337,50 +337,10 @@ Result<void> EndpointProbe::fill_maps(const ProgramSetRow& row, const std::set<u
 // (root); without that, a server is found at its next accept().
 std::vector<pid_t> EndpointProbe::existing_servers(const std::vector<EndpointSpec>& endpoints,
                                                    const EndpointProbeOptions& options) {
-  std::vector<pid_t> servers;
   std::set<uint32_t> ports;
   for (const auto& e : endpoints) ports.insert(e.port);
-  std::set<std::string> inodes;
-  for (const char* file : {"/1/net/tcp", "/1/net/tcp6", "/net/tcp", "/net/tcp6"}) {
-    std::ifstream in(options.proc_root + file);
-    std::string line;
-    std::getline(in, line);  // header
-    while (std::getline(in, line)) {
-      std::istringstream f(line);
-      std::string sl, local, remote, st, queues, timer, retr, uid, timeout, inode;
-      if (!(f >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >> inode)) continue;
-      const auto colon = local.rfind(':');
-      if (colon == std::string::npos) continue;
-      const auto port = static_cast<uint32_t>(std::strtoul(local.c_str() + colon + 1, nullptr, 16));
-      if (ports.count(port) && inode != "0") inodes.insert("socket:[" + inode + "]");
-    }
-  }
-  if (inodes.empty()) return servers;
-  DIR* proc = ::opendir(options.proc_root.c_str());
-  if (!proc) return servers;
-  while (dirent* d = ::readdir(proc)) {
-    char* end = nullptr;
-    const unsigned long pid = std::strtoul(d->d_name, &end, 10);
-    // Not headroomd: a reload's new probe finds its listeners (Prometheus, OOB) open.
-    if (end == d->d_name || *end != '\0' || static_cast<pid_t>(pid) == options.self) continue;
-    const std::string fd_dir = options.proc_root + "/" + d->d_name + "/fd";
-    DIR* fds = ::opendir(fd_dir.c_str());
-    if (!fds) continue;
-    while (dirent* f = ::readdir(fds)) {
-      char target[64];
-      const std::string link = fd_dir + "/" + f->d_name;
-      const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
-      if (n <= 0) continue;
-      target[n] = '\0';
-      if (inodes.count(target)) {
-        servers.push_back(static_cast<pid_t>(pid));
-        break;
-      }
-    }
-    ::closedir(fds);
-  }
-  ::closedir(proc);
-  return servers;
+  // Not headroomd: a reload's new probe finds its listeners (Prometheus, OOB) open.
+  return socket_holders(options.proc_root, ports, SocketEnd::local, options.self);
 }
 
 void EndpointProbe::detach() { endpoint_bpf__detach(skel_->obj); }

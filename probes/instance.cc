@@ -9,6 +9,9 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "probes/proc_file.h"
@@ -306,6 +309,52 @@ std::vector<ListeningServer> scan_listeners(const std::string& proc_root, const 
     for (const auto& [port, server] : servers) out.push_back(server);
   }
   return out;
+}
+
+std::vector<pid_t> socket_holders(const std::string& proc_root, const std::set<uint32_t>& ports, SocketEnd end,
+                                  pid_t skip) {
+  std::vector<pid_t> holders;
+  std::set<std::string> inodes;
+  for (const char* file : {"/1/net/tcp", "/1/net/tcp6", "/net/tcp", "/net/tcp6"}) {
+    std::ifstream in(proc_root + file);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string sl, local, remote, st, queues, timer, retr, uid, timeout, inode;
+      if (!(f >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >> inode)) continue;
+      const std::string& at = end == SocketEnd::local ? local : remote;
+      const auto colon = at.rfind(':');
+      if (colon == std::string::npos) continue;
+      const auto port = static_cast<uint32_t>(std::strtoul(at.c_str() + colon + 1, nullptr, 16));
+      if (ports.count(port) && inode != "0") inodes.insert("socket:[" + inode + "]");
+    }
+  }
+  if (inodes.empty()) return holders;
+  DIR* proc = ::opendir(proc_root.c_str());
+  if (!proc) return holders;
+  while (dirent* d = ::readdir(proc)) {
+    char* last = nullptr;
+    const unsigned long pid = std::strtoul(d->d_name, &last, 10);
+    if (last == d->d_name || *last != '\0' || static_cast<pid_t>(pid) == skip) continue;
+    const std::string fd_dir = proc_root + "/" + d->d_name + "/fd";
+    DIR* fds = ::opendir(fd_dir.c_str());
+    if (!fds) continue;
+    while (dirent* f = ::readdir(fds)) {
+      char target[64];
+      const std::string link = fd_dir + "/" + f->d_name;
+      const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      if (inodes.count(target)) {
+        holders.push_back(static_cast<pid_t>(pid));
+        break;
+      }
+    }
+    ::closedir(fds);
+  }
+  ::closedir(proc);
+  return holders;
 }
 
 }  // namespace headroom::probes

@@ -106,4 +106,15 @@ struct ListeningServer {
 // has a process under `proc_root` (the scan above); sorted by netns, then port.
 std::vector<ListeningServer> scan_listeners(const std::string& proc_root, const std::set<uint16_t>& ports);
 
+// Which end of a TCP connection socket_holders matches a port at.
+enum class SocketEnd { local, remote };
+
+// The processes under proc_root holding a TCP socket (any state) whose local
+// or remote port is one of `ports`, in the network namespaces of PID 1 and of
+// this process (/proc/1/net/tcp{,6}, /proc/net/tcp{,6}); `skip` is left out
+// (0: none). Reads other users' /proc/<pid>/fd: root, else their processes
+// are not found.
+std::vector<pid_t> socket_holders(const std::string& proc_root, const std::set<uint32_t>& ports, SocketEnd end,
+                                  pid_t skip);
+
 }  // namespace headroom::probes

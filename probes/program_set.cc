@@ -22,6 +22,11 @@ bool has_socket_tracepoints(const KernelFeatures& k) { return k.sk_data_ready &&
 
 constexpr std::string_view kSocketKernel = "needs sock:sk_data_ready and tcp:tcp_sendmsg_locked (kernel 6.11+)";
 
+void skip_row(ProgramSetPlan& plan, const ProgramSetRow& row, std::string_view why) {
+  plan.skipped += std::string(row.kind) + ": " + std::string(why) + "; ";
+  plan.skipped_err = ENOTSUP;
+}
+
 struct ChoiceName {
   ProgramSet set;
   std::string_view name;
@@ -81,6 +86,25 @@ const std::vector<ProgramSetRow>& program_set_rows() {
   return rows;
 }
 
+// The program names are dependency.bpf.c's (dependency_syscalls.bpf.h for
+// the syscall set). Each row takes every dependency.
+const std::vector<ProgramSetRow>& dependency_set_rows() {
+  const auto syscall_row = [](std::string_view kind, std::array<std::string_view, 6> programs,
+                              std::string_view arrival, unsigned offered) {
+    return ProgramSetRow{kind, programs, arrival, false, true, PortsTaken::every, nullptr, {}, offered};
+  };
+  static const std::vector<ProgramSetRow> rows{
+      {"tp_btf sockets", {"hr_dep_set_state", "hr_dep_write", "hr_dep_arrival"}, {}, true, false, PortsTaken::every,
+       has_socket_tracepoints, kSocketKernel, bit(ProgramSet::automatic) | bit(ProgramSet::sockets)},
+      syscall_row("tp_btf syscalls", {"hr_dep_btf_sys_exit", "hr_dep_btf_sys_state", "hr_dep_btf_sys_fork"},
+                  "hr_dep_arrival",
+                  bit(ProgramSet::automatic) | bit(ProgramSet::syscalls)),
+      syscall_row("raw_tp syscalls", {"hr_dep_raw_sys_exit", "hr_dep_raw_sys_state", "hr_dep_raw_sys_fork"}, {},
+                  bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::raw)),
+  };
+  return rows;
+}
+
 Result<ProgramSet> parse_program_set(std::string_view name) {
   if (name.empty()) return ProgramSet::automatic;
   for (const auto& c : kChoiceNames)
@@ -94,23 +118,43 @@ std::string_view program_set_name(ProgramSet set) {
   return kChoiceNames[0].name;
 }
 
+namespace {
+
+// Adds `row` to the plan when `choice` offers it and it fits the kernel;
+// returns whether it did the checks without skipping it.
+bool offered_and_fits(ProgramSetPlan& plan, const ProgramSetRow& row, ProgramSet choice, const KernelFeatures& kernel) {
+  if ((row.offered & bit(choice)) == 0) return false;
+  if (row.kernel_fits && !row.kernel_fits(kernel)) {
+    skip_row(plan, row, row.kernel_needs);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 ProgramSetPlan plan_program_sets(ProgramSet choice, const PortNeeds& needs, const KernelFeatures& kernel) {
   ProgramSetPlan plan;
-  auto skip = [&](const ProgramSetRow& row, std::string_view why) {
-    plan.skipped += std::string(row.kind) + ": " + std::string(why) + "; ";
-    plan.skipped_err = ENOTSUP;
-  };
   for (const auto& row : program_set_rows()) {
-    if ((row.offered & bit(choice)) == 0) continue;
-    if (row.kernel_fits && !row.kernel_fits(kernel)) {
-      skip(row, row.kernel_needs);
-      continue;
-    }
+    if (!offered_and_fits(plan, row, choice, kernel)) continue;
     if (row.ports == PortsTaken::without_bytes && needs.some_bytes) {
-      skip(row, "an endpoint has a path or protocol = \"http2\"");
+      skip_row(plan, row, "an endpoint has a path or protocol = \"http2\"");
       continue;
     }
     if (row.ports == PortsTaken::split && (!needs.some_bytes || needs.all_bytes)) continue;  // one set alone does it
+    plan.tries.push_back(&row);
+  }
+  return plan;
+}
+
+ProgramSetPlan plan_dependency_sets(ProgramSet choice, bool http2, const KernelFeatures& kernel) {
+  ProgramSetPlan plan;
+  for (const auto& row : dependency_set_rows()) {
+    if (!offered_and_fits(plan, row, choice, kernel)) continue;
+    if (!row.sockets && http2) {
+      skip_row(plan, row, "a dependency has protocol = \"http2\", whose streams only the socket programs walk");
+      continue;
+    }
     plan.tries.push_back(&row);
   }
   return plan;

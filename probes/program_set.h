@@ -86,6 +86,17 @@ struct ProgramSetPlan {
 };
 ProgramSetPlan plan_program_sets(ProgramSet choice, const PortNeeds& needs, const KernelFeatures& kernel);
 
+// The dependency probe's program sets (probes/ebpf/dependency.bpf.c), best
+// first: the socket set, then the syscall set as BTF tracepoints and as raw
+// tracepoints. `arrival`: sock:sk_data_ready's program, loaded too where the
+// kernel has it. `ports` is unused (every row takes every dependency).
+const std::vector<ProgramSetRow>& dependency_set_rows();
+
+// The dependency rows to try for `choice`, best first, and why the others of
+// the choice were skipped, as plan_program_sets says it. http2: a
+// dependency speaks HTTP/2, whose streams only the socket set walks.
+ProgramSetPlan plan_dependency_sets(ProgramSet choice, bool http2, const KernelFeatures& kernel);
+
 // The HR_SET_* (endpoint_abi.h) that measures a port under `row`.
 uint32_t port_set(const ProgramSetRow& row, bool port_needs_bytes);
 

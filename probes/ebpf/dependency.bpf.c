@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Outbound calls to the dependencies (docs/dependencies.md), measured on the
- * calling side's sockets with the socket tracepoints only (kernel 6.11+):
+ * calling side's sockets by one of two program sets, which the loader picks
+ * (program_set.cc, dependency_set_rows): the socket set below, on the socket
+ * tracepoints only (kernel 6.11+), and the syscall set
+ * (dependency_syscalls.bpf.h, included at the end) for older kernels. Both
+ * share the calls slots, the decision of a peer and the counting. The socket
+ * set:
  *   inet_sock_set_state  CLOSE -> SYN_SENT, in the connecting task: whether
  *                        the connection is traced (its peer is a
  *                        dependency's, its process a caller), kept in the
@@ -11,7 +16,9 @@
  *   tcp_sendmsg_locked   the client writes: a call starts when none is in
  *                        flight (a connection older than the probe is
  *                        decided here, in the writer's task)
- *   sk_data_ready        answer bytes arrive: the call in flight ends
+ *   sk_data_ready        answer bytes arrive: the call in flight ends (the
+ *                        syscall set loads this program too, where the
+ *                        kernel has the tracepoint: 6.6+)
  * Every hook first loads the port's entry of a global array indexed by the
  * remote port: that load is all an untraced connection pays. Calls in flight
  * sit in slots of an array user space maps and reads in place, so a call
@@ -94,29 +101,26 @@ static __always_inline const struct hr_dep_port *port_config(__u16 dport) {
   return &dep_port_cfg[(slot - 1) & (HR_DEP_MAX_PORTS - 1)];
 }
 
-/* Which dependency the socket's peer is: an (address, port) entry, else the
+/* Which dependency a peer (its IPv6 address, IPv4 as ::ffff:a.b.c.d,
+ * network byte order) on the port is: an (address, port) entry, else the
  * port's any-host one. */
-static __always_inline __u32 dep_of(const struct sock *sk, const struct hr_dep_port *pc) {
+static __always_inline __u32 dep_of_peer(const struct hr_dep_port *pc, __u32 a0, __u32 a1, __u32 a2, __u32 a3) {
   const __u32 n = pc->n_addrs;
-  if (n == 0) return pc->any_dep;
-  __u32 a0, a1, a2, a3;
-  if (sk->__sk_common.skc_family == AF_INET) {
-    a0 = 0;
-    a1 = 0;
-    a2 = bpf_htonl(0xffff);
-    a3 = sk->__sk_common.skc_daddr;
-  } else {
-    a0 = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[0];
-    a1 = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[1];
-    a2 = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[2];
-    a3 = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[3];
-  }
   for (__u32 i = 0; i < HR_DEP_ADDRS_PER_PORT; i++) {
     if (i >= n) break;
     const __u32 *x = pc->addrs[i];
     if (x[0] == a0 && x[1] == a1 && x[2] == a2 && x[3] == a3) return pc->deps[i];
   }
   return pc->any_dep;
+}
+
+/* Which dependency the socket's peer is. */
+static __always_inline __u32 dep_of(const struct sock *sk, const struct hr_dep_port *pc) {
+  if (pc->n_addrs == 0) return pc->any_dep;
+  if (sk->__sk_common.skc_family == AF_INET)
+    return dep_of_peer(pc, 0, 0, bpf_htonl(0xffff), sk->__sk_common.skc_daddr);
+  const __u32 *a = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32;
+  return dep_of_peer(pc, a[0], a[1], a[2], a[3]);
 }
 
 /* Takes the decision for a connection that has none yet, in the task that
@@ -172,20 +176,26 @@ static __always_inline __u32 take_slot(const struct sock *sk, __u32 h, __u32 dep
  * answer's arrival finds it again without the socket's storage; a connect
  * (no hash yet) from a random position, kept in the socket's storage. The
  * verifier allows no arithmetic on the socket pointer itself. */
+static __always_inline __u32 hash_position(__u32 skc_hash) { return skc_hash * 0x9E3779B1u; }
+
 static __always_inline __u32 call_position(const struct sock *sk) {
-  return sk->__sk_common.skc_hash * 0x9E3779B1u;
+  return hash_position(sk->__sk_common.skc_hash);
 }
 
-/* The call in flight of a connected socket, found from its position. */
-static __always_inline struct hr_dep_call *find_call(const struct sock *sk) {
-  const __u32 h = call_position(sk);
+/* The call in flight of a connected socket (key: its address), found from
+ * its position h. */
+static __always_inline struct hr_dep_call *find_call_from(__u64 key, __u32 h) {
   for (int i = 0; i < HR_DEP_SLOT_TRIES; i++) {
     __u32 idx = (h + i) & (HR_DEP_SLOTS - 1);
     struct hr_dep_call *e = bpf_map_lookup_elem(&calls, &idx);
     if (!e) break;
-    if (e->sk == (__u64)sk) return e;
+    if (e->sk == key) return e;
   }
   return 0;
+}
+
+static __always_inline struct hr_dep_call *find_call(const struct sock *sk) {
+  return find_call_from((__u64)sk, call_position(sk));
 }
 
 /* The connection's call in flight, or 0 (and the storage's slot cleared
@@ -325,6 +335,27 @@ static __always_inline __u32 answer_status(const struct sock *sk, __u32 n) {
   return b[9] == '5' ? HR_DEP_ERR_5XX : b[9] == '4' ? HR_DEP_ERR_4XX : 0;
 }
 
+/* What a connection's state change does to its call in flight e (st: where
+ * its slot is kept, or 0). rcv: the socket's rcv_nxt, read for CLOSE_WAIT
+ * only; sent: its send stamp (sent_stamp), 0 where the programs cannot read
+ * it (their calls do not take their start from it). */
+static __always_inline void state_ends(struct hr_dep_call *e, struct hr_dep_sk *st, int newstate, __u32 rcv,
+                                       __u64 sent) {
+  if (e->flags & HR_DEP_F_CONNECT) {
+    if (newstate == TCP_ESTABLISHED) free_call(e, st); /* connected: calls start at writes */
+    else if (newstate == TCP_CLOSE) end_call(e, st, END_CONNECT, 0, 0);
+    return;
+  }
+  if (newstate == TCP_CLOSE_WAIT) {
+    /* The peer closed. The state changes before the data that came with the
+     * FIN is announced: answer bytes beside the FIN (which takes one
+     * sequence number) were the answer. */
+    end_call(e, st, rcv - e->rcv_start > 1 ? END_ANSWER : END_RESET, 0, sent);
+  } else if (newstate == TCP_CLOSE || newstate == TCP_FIN_WAIT1) {
+    end_call(e, st, END_RESET, 0, sent); /* reset, or the client gave up on it */
+  }
+}
+
 static __always_inline void dep_state(struct sock *sk, int oldstate, int newstate) {
   const struct hr_dep_port *pc = port_config(sk->__sk_common.skc_dport);
   if (!pc) return; /* what other connections pay */
@@ -341,19 +372,7 @@ static __always_inline void dep_state(struct sock *sk, int oldstate, int newstat
   struct hr_dep_call *e = st && st->slot ? call_of(sk, st) : 0;
   if (!e) e = find_call(sk);
   if (!e) return;
-  if (e->flags & HR_DEP_F_CONNECT) {
-    if (newstate == TCP_ESTABLISHED) free_call(e, st); /* connected: calls start at writes */
-    else if (newstate == TCP_CLOSE) end_call(e, st, END_CONNECT, 0, 0);
-    return;
-  }
-  if (newstate == TCP_CLOSE_WAIT) {
-    /* The peer closed. The state changes before the data that came with the
-     * FIN is announced: answer bytes beside the FIN (which takes one
-     * sequence number) were the answer. */
-    end_call(e, st, rcv_nxt(sk) - e->rcv_start > 1 ? END_ANSWER : END_RESET, 0, sent_stamp(sk));
-  } else if (newstate == TCP_CLOSE || newstate == TCP_FIN_WAIT1) {
-    end_call(e, st, END_RESET, 0, sent_stamp(sk)); /* reset, or the client gave up on it */
-  }
+  state_ends(e, st, newstate, newstate == TCP_CLOSE_WAIT ? rcv_nxt(sk) : 0, sent_stamp(sk));
 }
 
 static __always_inline void dep_write(struct sock *sk, const struct msghdr *msg) {
@@ -427,3 +446,6 @@ int BPF_PROG(hr_dep_arrival, struct sock *sk) {
   dep_arrival(sk);
   return 0;
 }
+
+/* The syscall program set, for kernels without tcp:tcp_sendmsg_locked. */
+#include "dependency_syscalls.bpf.h"

@@ -48,16 +48,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define AF_INET 2
 #define AF_INET6 10
-#define S_IFMT 00170000
-#define S_IFSOCK 0140000
-
-#define DIR_IN 1
-#define DIR_OUT 2
-/* buffer kinds: where the first bytes are */
-#define BUF_NONE 0
-#define BUF_PLAIN 1 /* (fd, buf, len) */
-#define BUF_IOV 2   /* (fd, iov, cnt) */
-#define BUF_MSG 3   /* (fd, msghdr, flags) */
 
 /* Written by the loader between open and load: a constant for the verifier,
  * no lookup per event. */
@@ -161,60 +151,12 @@ struct {
   __type(value, __u8);
 } known SEC(".maps");
 
-/* A typed, read-only view of a kernel object (kernel 6.2+; the verifier
- * turns it into nothing): a kernel object's fields by plain loads, not a
- * bpf_probe_read_kernel call each. Weak, so the object still loads where
- * the kernel lacks it: there only the raw tracepoint programs, which do not
- * use it, load (and the socket set needs 6.11 anyway). */
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+/* bpf_rdonly_cast, the socket of a file descriptor, where a syscall's bytes
+ * are (shared with the dependency probe's syscall programs). */
+#include "syscall_io.bpf.h"
 
 static __always_inline const struct tcp_sock *tcp_of(const struct sock *sk) {
   return bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
-}
-
-/* fd of the current task -> its struct sock, when it is a TCP/IP socket.
- * btf: by plain loads from the typed task (BTF tracepoints); else by
- * bpf_probe_read_kernel (raw tracepoints). */
-static __always_inline struct sock *sock_of_fd_btf(long fd) {
-  if (fd < 0) return 0;
-  struct task_struct *task = bpf_get_current_task_btf();
-  struct fdtable *fdt = task->files->fdt;
-  if (!fdt) return 0;
-  if ((unsigned long)fd >= fdt->max_fds) return 0;
-  struct file **fds = fdt->fd;
-  struct file *f = 0;
-  if (bpf_probe_read_kernel(&f, sizeof f, &fds[fd]) || !f) return 0;
-  const struct file *file = bpf_rdonly_cast(f, bpf_core_type_id_kernel(struct file));
-  if ((file->f_inode->i_mode & S_IFMT) != S_IFSOCK) return 0;
-  const struct socket *sock = bpf_rdonly_cast(file->private_data, bpf_core_type_id_kernel(struct socket));
-  struct sock *sk = sock->sk;
-  if (!sk) return 0;
-  __u16 family = sk->__sk_common.skc_family;
-  if (family != AF_INET && family != AF_INET6) return 0;
-  if (sk->sk_protocol != IPPROTO_TCP) return 0;
-  return sk;
-}
-
-static __always_inline struct sock *sock_of_fd(long fd) {
-  if (fd < 0) return 0;
-  struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-  struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-  if (!fdt) return 0;
-  unsigned int max = BPF_CORE_READ(fdt, max_fds);
-  if ((unsigned long)fd >= max) return 0;
-  struct file **fds = BPF_CORE_READ(fdt, fd);
-  struct file *f = 0;
-  if (bpf_probe_read_kernel(&f, sizeof f, &fds[fd]) || !f) return 0;
-  umode_t mode = BPF_CORE_READ(f, f_inode, i_mode);
-  if ((mode & S_IFMT) != S_IFSOCK) return 0;
-  struct socket *sock = BPF_CORE_READ(f, private_data);
-  if (!sock) return 0;
-  struct sock *sk = BPF_CORE_READ(sock, sk);
-  if (!sk) return 0;
-  __u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
-  if (family != AF_INET && family != AF_INET6) return 0;
-  if (BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) != IPPROTO_TCP) return 0;
-  return sk;
 }
 
 static __always_inline __u32 local_port(const struct sock *sk) { return BPF_CORE_READ(sk, __sk_common.skc_num); }
@@ -226,31 +168,6 @@ static __always_inline void mark_process(void) {
   bpf_map_update_elem(&procs, &tgid, &one, BPF_ANY);
 }
 
-/* Where the bytes the syscall moves are: the first buffer, and for the
- * vector calls the iovec array. */
-static __always_inline void buffers(struct call *c, __u32 kind, __u64 arg, __u64 count) {
-  if (kind == BUF_PLAIN) {
-    c->buf = arg;
-    return;
-  }
-  __u64 iov = 0, n = 0;
-  if (kind == BUF_IOV) {
-    iov = arg;
-    n = count;
-  } else if (kind == BUF_MSG) {
-    struct user_msghdr msg = {};
-    if (bpf_probe_read_user(&msg, sizeof msg, (void *)arg)) return;
-    iov = (__u64)msg.msg_iov;
-    n = msg.msg_iovlen;
-  }
-  if (!iov || n == 0) return;
-  struct iovec v = {};
-  if (bpf_probe_read_user(&v, sizeof v, (void *)iov)) return;
-  c->buf = (__u64)v.iov_base;
-  c->iov = iov;
-  c->iovcnt = n > 1024 ? 1024 : (__u32)n;
-}
-
 /* The traced system call that just returned (id, having moved bytes): its
  * connection and buffers into c, from the arguments in the task's saved
  * registers (they are not changed by the call), when it is a server
@@ -258,16 +175,7 @@ static __always_inline void buffers(struct call *c, __u32 kind, __u64 arg, __u64
  * (typed arguments, plain loads). */
 static __always_inline int traced_call(struct pt_regs *regs, long id, const int btf, struct call *c) {
   __u32 dir, kind;
-  switch (id) {
-    case HR_NR_read: case HR_NR_recvfrom: dir = DIR_IN; kind = BUF_PLAIN; break;
-    case HR_NR_readv: dir = DIR_IN; kind = BUF_IOV; break;
-    case HR_NR_recvmsg: dir = DIR_IN; kind = BUF_MSG; break;
-    case HR_NR_write: case HR_NR_sendto: dir = DIR_OUT; kind = BUF_PLAIN; break;
-    case HR_NR_writev: dir = DIR_OUT; kind = BUF_IOV; break;
-    case HR_NR_sendmsg: dir = DIR_OUT; kind = BUF_MSG; break;
-    case HR_NR_sendfile: dir = DIR_OUT; kind = BUF_NONE; break;
-    default: return 0;
-  }
+  if (!syscall_io(id, &dir, &kind)) return 0;
   __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   if (!bpf_map_lookup_elem(&procs, &tgid)) return 0;  /* the one lookup untraced processes pay */
   long fd = btf ? (long)PT_REGS_PARM1_SYSCALL(regs) : (long)PT_REGS_PARM1_CORE_SYSCALL(regs);
@@ -280,7 +188,8 @@ static __always_inline int traced_call(struct pt_regs *regs, long id, const int 
   c->sk = (__u64)sk;
   c->dir = dir;
   c->port = port;
-  buffers(c, kind, arg, btf ? PT_REGS_PARM3_SYSCALL(regs) : PT_REGS_PARM3_CORE_SYSCALL(regs));
+  c->buf = io_buffers(kind, arg, btf ? PT_REGS_PARM3_SYSCALL(regs) : PT_REGS_PARM3_CORE_SYSCALL(regs), &c->iov,
+                      &c->iovcnt);
   return 1;
 }
 
@@ -406,13 +315,6 @@ static __always_inline void note_listener(const struct sock *sk, __u32 port, int
   }
 }
 
-/* "HTTP/1.x 5xx": the status line of an answer, its first 12 bytes. */
-static __always_inline int is_server_error(__u64 buf) {
-  char b[12] = {};
-  if (!buf || bpf_probe_read_user(b, sizeof b, (void *)buf)) return 0;
-  return b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/' && b[8] == ' ' && b[9] == '5';
-}
-
 /* The time from a request's arrival to its answer, less the client's pauses. */
 static __always_inline __u64 response_time(const struct hr_inflight *r, __u64 now) {
   __u64 spent = r->start_ns + r->paused_ns;
@@ -441,19 +343,6 @@ static __always_inline void more_of_the_request(struct hr_inflight *r, __u64 now
 
 /* ---- The syscall program set: the request's bytes in the server's user
  * buffers, the connection from the file descriptor. */
-
-/* A TCP socket's read position and receive end (btf: plain loads). */
-static __always_inline void tcp_seqs(__u64 sk, const int btf, __u32 *copied, __u32 *rcv) {
-  if (btf) {
-    const struct tcp_sock *tp = tcp_of((const struct sock *)sk);
-    *copied = tp->copied_seq;
-    *rcv = tp->rcv_nxt;
-  } else {
-    const struct tcp_sock *tp = (const struct tcp_sock *)sk;
-    *copied = BPF_CORE_READ(tp, copied_seq);
-    *rcv = BPF_CORE_READ(tp, rcv_nxt);
-  }
-}
 
 /* The bytes a read of request r moved, for http1.bpf.h: those of the first
  * buffer (a read that filled more than one iovec is not looked at). A

@@ -9,14 +9,17 @@
 // On loopback the two differ by microseconds: the thresholds below sit far
 // from the servers' delays, so both sides put each call on the same side.
 //
-// Needs root (eBPF) and a kernel with BTF and the socket tracepoints (6.11+);
-// without them every test skips, saying so.
+// HEADROOM_EBPF_PROGRAMS picks the program set, as it does headroomd's (ctest
+// reruns them with syscalls and raw). Needs root (eBPF) and a kernel with
+// BTF, and for the socket set its tracepoints (6.11+); without them every
+// test skips, saying so.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -144,7 +147,7 @@ TEST(DependencyEbpf, Http1KeepAliveShareAndCountMatchTheClient) {
   auto server = start_test_server(dir, {"--mode", "http", "--delay", "/fast=1ms", "--delay", "/slow=20ms"});
   ASSERT_NE(server.port, 0);
   OPEN_PROBE(probe, std::vector{spec(server.port, 10ms, 500ms)});
-  EXPECT_EQ(probe.attach_kind(), "tp_btf sockets");
+  EXPECT_EQ(probe.attach_kind(), testing::expected_kind());
   std::vector<std::string> args{"--mode", "http", "--connections", "4", "--duration", "3s", "--over", "10ms"};
   for (int i = 0; i < 4; ++i) args.insert(args.end(), {"--path", "/fast"});
   args.insert(args.end(), {"--path", "/slow"});
@@ -299,11 +302,12 @@ uint16_t free_port() {
   return port;
 }
 
-// A listener on 127.0.0.1 (its port in port), with that backlog.
-int loopback_listener(int backlog, uint16_t& port) {
-  const int fd = bound_loopback(port);
-  if (::listen(fd, backlog) != 0) port = 0;
-  return fd;
+// A listener of this process on 127.0.0.1 (backlog as given) in lfd: its
+// port, 0 when it could not be made.
+uint16_t listen_loopback(int backlog, int& lfd) {
+  uint16_t port = 0;
+  lfd = bound_loopback(port);
+  return port != 0 && ::listen(lfd, backlog) == 0 ? port : 0;
 }
 
 // Connects to 127.0.0.1:port; blocking: 0 or the errno, nonblocking: the fd.
@@ -570,8 +574,8 @@ TEST(DependencyEbpf, PeersAreMatchedByAddressIpv6AndIpv4Alike) {
 // in flight while it waits, and a connect failure when the client gives up.
 TEST(DependencyEbpf, ABlackHoledConnectIsInFlightThenAConnectFailure) {
   REQUIRE_EBPF();
-  uint16_t port = 0;
-  const int lfd = loopback_listener(0, port);
+  int lfd = -1;
+  const uint16_t port = listen_loopback(0, lfd);
   ASSERT_NE(port, 0) << std::strerror(errno);
   OPEN_PROBE(probe, std::vector{spec(port, 50ms, 200ms, DependencyProtocol::generic)});
   int queued = -1, held = -1;
@@ -603,8 +607,8 @@ TEST(DependencyEbpf, ABlackHoledConnectIsInFlightThenAConnectFailure) {
 // and the client gives up and closes with its call in flight.
 TEST(DependencyEbpf, ACallEndedByItsConnectionsEndIsAResetOrItsAnswer) {
   REQUIRE_EBPF();
-  uint16_t port = 0;
-  const int lfd = loopback_listener(8, port);
+  int lfd = -1;
+  const uint16_t port = listen_loopback(8, lfd);
   ASSERT_NE(port, 0) << std::strerror(errno);
   OPEN_PROBE(probe, std::vector{spec(port, 10ms, 100ms, DependencyProtocol::generic)});
   auto call = [&](int& client, int& server) {
@@ -647,6 +651,95 @@ TEST(DependencyEbpf, ACallEndedByItsConnectionsEndIsAResetOrItsAnswer) {
   EXPECT_EQ(gave_up.calls.inflight, 0u);
   ::close(server);
   ::close(lfd);
+}
+
+// For each syscall set in turn (BTF, then raw tracepoints), whatever
+// HEADROOM_EBPF_PROGRAMS says: a probe forced to it, on a generic dependency
+// at a listener of this process, and a connection to that listener made
+// after it opened, its client and accepted server ends handed to `body`.
+template <class Body>
+void for_each_syscall_set(Body body) {
+  int lfd = -1;
+  const uint16_t port = listen_loopback(8, lfd);
+  ASSERT_NE(port, 0) << std::strerror(errno);
+  for (const auto set : {probes::ProgramSet::syscalls, probes::ProgramSet::raw}) {
+    SCOPED_TRACE(std::string(probes::program_set_name(set)));
+    probes::DependencyProbeOptions forced;
+    forced.programs = set;
+    auto opened = DependencyProbe::open({spec(port, 10ms, 100ms, DependencyProtocol::generic)}, forced);
+    ASSERT_TRUE(opened) << opened.error().message;
+    int client = -1;
+    ASSERT_EQ(connect_to(port, false, client), 0);
+    const int server = ::accept(lfd, nullptr, nullptr);
+    ASSERT_GE(server, 0);
+    body(**opened, client, server);
+    ::close(client);
+    ::close(server);
+  }
+  ::close(lfd);
+}
+
+// The syscall programs start a call at the write's exit. On loopback the
+// answer can reach the client's socket before its write returns, its arrival
+// seen while no call is in flight: the read of it must end the call, neither
+// leaving it in flight nor counting it twice. Made certain here by a server
+// that answers before the client writes.
+TEST(DependencyEbpf, SyscallProgramsEndAnAnswerThatCameBeforeTheWriteReturnedAtItsRead) {
+  REQUIRE_EBPF();
+  for_each_syscall_set([](DependencyProbe& probe, int client, int server) {
+    const auto before = snap(probe).dependencies.at(0);
+    ASSERT_EQ(::write(server, "+PONG\r\n", 7), 7);  // the answer, there before the request's write returns
+    std::this_thread::sleep_for(10ms);
+    ASSERT_EQ(::write(client, "PING\r\n", 6), 6);
+    EXPECT_EQ(snap(probe).dependencies.at(0).calls.inflight, 1u) << "the call, from its write";
+    char buf[16];
+    ASSERT_EQ(::read(client, buf, sizeof buf), 7);
+    const auto early = snap(probe).dependencies.at(0);
+    EXPECT_EQ(early.calls.stats.completed - before.calls.stats.completed, 1u) << "ended by the read of its answer";
+    EXPECT_EQ(early.calls.inflight, 0u);
+    // The next call in the usual order: one more, once.
+    ASSERT_EQ(::read(server, buf, sizeof buf), 6);
+    ASSERT_EQ(::write(client, "PING\r\n", 6), 6);
+    ASSERT_EQ(::read(server, buf, sizeof buf), 6);
+    ASSERT_EQ(::write(server, "+PONG\r\n", 7), 7);
+    ASSERT_EQ(::read(client, buf, sizeof buf), 7);
+    const auto after = snap(probe).dependencies.at(0);
+    EXPECT_EQ(after.calls.stats.completed - before.calls.stats.completed, 2u);
+    EXPECT_EQ(after.calls.stats.errors, before.calls.stats.errors);
+    EXPECT_EQ(after.calls.inflight, 0u);
+  });
+}
+
+// The syscall programs look at the processes that connected to a
+// dependency, and at their children: a child forked after the connect that
+// calls on the connection it inherited (a pool opened before a fork) is
+// measured. Its parent answers as the server, on the other end.
+TEST(DependencyEbpf, SyscallProgramsMeasureAChildOnTheConnectionItInherited) {
+  REQUIRE_EBPF();
+  constexpr int kCalls = 10;
+  for_each_syscall_set([](DependencyProbe& probe, int client, int server) {
+    const auto before = snap(probe).dependencies.at(0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0) << std::strerror(errno);
+    if (child == 0) {  // the caller: nothing but system calls until _exit
+      char b[16];
+      for (int i = 0; i < kCalls; ++i)
+        if (::write(client, "PING\r\n", 6) != 6 || ::read(client, b, sizeof b) != 7) ::_exit(1);
+      ::_exit(0);
+    }
+    char buf[16];
+    for (int i = 0; i < kCalls; ++i) {
+      ASSERT_EQ(::read(server, buf, sizeof buf), 6);
+      ASSERT_EQ(::write(server, "+PONG\r\n", 7), 7);
+    }
+    int status = -1;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's calls failed";
+    const auto after = snap(probe).dependencies.at(0);
+    EXPECT_EQ(after.calls.stats.completed - before.calls.stats.completed, static_cast<uint64_t>(kCalls))
+        << "the child's calls on the inherited connection";
+    EXPECT_EQ(after.calls.inflight, 0u);
+  });
 }
 
 // Two clients call the same server with the same load; the dependency names
@@ -751,17 +844,30 @@ TEST(DependencyEbpf, AnEndpointPortIsMeasuredOnBothSidesOnce) {
 
 TEST(DependencyEbpf, OpenRefusesWhatItCannotMeasureSayingWhy) {
   REQUIRE_EBPF();
-  // HTTP/2 is measured (dependency_http2_test.cc); an http2 dependency opens.
+  // HTTP/2 is measured by the socket programs (dependency_http2_test.cc): an
+  // http2 dependency opens where the kernel has them...
   auto h2 = spec(8080, 10ms, 100ms, DependencyProtocol::http2);
   auto r = DependencyProbe::open({h2}, {});
   if (!r && r.error().code == ENOTSUP && r.error().message.find("Linux 6.11") != std::string::npos)
     GTEST_SKIP() << "SKIPPED: " << r.error().message;
   EXPECT_TRUE(r) << r.error().message;
-  probes::DependencyProbeOptions syscalls;
-  syscalls.programs = probes::ProgramSet::syscalls;
-  auto s = DependencyProbe::open({spec(8080, 10ms, 100ms)}, syscalls);
-  ASSERT_FALSE(s);
-  EXPECT_NE(s.error().message.find("socket program set"), std::string::npos) << s.error().message;
+  EXPECT_EQ((*r)->attach_kind(), "tp_btf sockets");
+  // ...and is refused with the syscall programs, naming it and what to do.
+  for (const auto set : {probes::ProgramSet::syscalls, probes::ProgramSet::raw}) {
+    probes::DependencyProbeOptions forced;
+    forced.programs = set;
+    auto s = DependencyProbe::open({spec(8081, 10ms, 100ms), h2}, forced);
+    ASSERT_FALSE(s) << probes::program_set_name(set);
+    EXPECT_EQ(s.error().code, ENOTSUP);
+    for (const char* part : {"dependency 2 (::ffff:127.0.0.1 port 8080)", "protocol = \"http2\"", "Linux 6.11",
+                             "HEADROOM_EBPF_PROGRAMS=" })
+      EXPECT_NE(s.error().message.find(part), std::string::npos) << part << " in: " << s.error().message;
+    // Without it, those programs open.
+    auto http1 = DependencyProbe::open({spec(8081, 10ms, 100ms)}, forced);
+    ASSERT_TRUE(http1) << http1.error().message;
+    EXPECT_EQ((*http1)->attach_kind(),
+              set == probes::ProgramSet::raw ? "raw_tp syscalls" : "tp_btf syscalls");
+  }
   auto twice = DependencyProbe::open({spec(8080, 10ms, 100ms), spec(8080, 20ms, 200ms)}, {});
   ASSERT_FALSE(twice);
   EXPECT_NE(twice.error().message.find("127.0.0.1 port 8080"), std::string::npos) << twice.error().message;

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -29,10 +30,12 @@
       GTEST_SKIP() << "SKIPPED: the kernel has no BTF (/sys/kernel/btf/vmlinux)";                                \
   } while (0)
 
-// `var`: the probe opened for `specs`. Skips when the kernel lacks the
-// socket tracepoints (the error names the version), fails on any other error.
+// `var`: the probe opened for `specs`, with the program set
+// HEADROOM_EBPF_PROGRAMS names (as headroomd takes it; ctest reruns the tests
+// with the syscall programs). Skips when the kernel lacks what that set needs
+// (the error names the version), fails on any other error.
 #define HR_OPEN_DEPENDENCY_PROBE(var, specs)                                                           \
-  auto var##_opened = ::headroom::probes::DependencyProbe::open(specs, {});                            \
+  auto var##_opened = ::headroom::probes::DependencyProbe::open(specs, ::headroom::testing::probe_options()); \
   if (!var##_opened && var##_opened.error().code == ENOTSUP &&                                         \
       var##_opened.error().message.find("Linux 6.11") != std::string::npos)                          \
     GTEST_SKIP() << "SKIPPED: " << var##_opened.error().message;                                     \
@@ -40,6 +43,25 @@
   ::headroom::probes::DependencyProbe& var = **var##_opened
 
 namespace headroom::testing {
+
+// The probe's options: the program set HEADROOM_EBPF_PROGRAMS names, else auto.
+inline probes::DependencyProbeOptions probe_options() {
+  probes::DependencyProbeOptions o;
+  const char* set = std::getenv("HEADROOM_EBPF_PROGRAMS");
+  auto programs = probes::parse_program_set(set ? set : "");
+  EXPECT_TRUE(programs) << programs.error().message;
+  if (programs) o.programs = *programs;
+  return o;
+}
+
+// What attach_kind() says for that set on a kernel with every tracepoint
+// the probe uses (6.11+).
+inline std::string expected_kind() {
+  const auto set = probe_options().programs;
+  if (set == probes::ProgramSet::syscalls) return "tp_btf syscalls";
+  if (set == probes::ProgramSet::raw) return "raw_tp syscalls";
+  return "tp_btf sockets";
+}
 
 // CLOCK_MONOTONIC, the clock of the probe's times.
 inline int64_t monotonic_ns() {

@@ -64,17 +64,32 @@ constexpr std::string_view kRaw = "raw_tp syscalls";
 constexpr std::string_view kKernelWhy = "needs sock:sk_data_ready and tcp:tcp_sendmsg_locked (kernel 6.11+); ";
 constexpr std::string_view kBytesWhy = "an endpoint has a path or protocol = \"http2\"; ";
 
-struct PlanCase {
+// One row of a plan table: Needs is what the probe's configuration asks of
+// the programs (the endpoints' PortNeeds; for dependencies, whether one is
+// HTTP/2).
+template <class Needs>
+struct PlanCaseOf {
   const char* what;
   ProgramSet choice;
-  PortNeeds needs;
+  Needs needs;
   KernelFeatures kernel;
   std::vector<std::string_view> tries;
   std::string skipped;
 };
+using PlanCase = PlanCaseOf<PortNeeds>;
 
 std::string why(std::string_view kind, std::string_view reason) {
   return std::string(kind) + ": " + std::string(reason);
+}
+
+// The plan tries `tries` in that order and says `skipped` of the others.
+void expect_plan(const ProgramSetPlan& plan, const std::vector<std::string_view>& tries, const std::string& skipped,
+                 const char* what) {
+  std::vector<std::string_view> kinds;
+  for (const ProgramSetRow* row : plan.tries) kinds.push_back(row->kind);
+  EXPECT_EQ(kinds, tries) << what;
+  EXPECT_EQ(plan.skipped, skipped) << what;
+  EXPECT_EQ(plan.skipped_err, skipped.empty() ? 0 : ENOTSUP) << what;
 }
 
 TEST(ProgramSetPlan, TriesTheRowsThatFitBestFirst) {
@@ -97,14 +112,7 @@ TEST(ProgramSetPlan, TriesTheRowsThatFitBestFirst) {
       {"syscalls, old kernel, every port a path", ProgramSet::syscalls, kAllBytes, kKernelOld, {kBtf, kRaw}, ""},
       {"raw", ProgramSet::raw, kSomeBytes, kKernel611, {kRaw}, ""},
   };
-  for (const auto& c : cases) {
-    const ProgramSetPlan plan = plan_program_sets(c.choice, c.needs, c.kernel);
-    std::vector<std::string_view> kinds;
-    for (const ProgramSetRow* row : plan.tries) kinds.push_back(row->kind);
-    EXPECT_EQ(kinds, c.tries) << c.what;
-    EXPECT_EQ(plan.skipped, c.skipped) << c.what;
-    EXPECT_EQ(plan.skipped_err, c.skipped.empty() ? 0 : ENOTSUP) << c.what;
-  }
+  for (const auto& c : cases) expect_plan(plan_program_sets(c.choice, c.needs, c.kernel), c.tries, c.skipped, c.what);
 }
 
 TEST(ProgramSetPlan, EachPortGoesToTheSetThatCanMeasureIt) {
@@ -159,6 +167,43 @@ TEST(ProgramSetRows, NameOnlyProgramsOfTheObject) {
   }
   for (const auto& p : named) EXPECT_TRUE(in_object.count(p)) << p << " is in a row, not in endpoint.bpf.c";
   for (const auto& p : in_object) EXPECT_TRUE(named.count(p)) << p << " of endpoint.bpf.c is in no row";
+}
+
+// The dependency probe's rows: the socket set where the kernel has it, else
+// the syscall set; HTTP/2 only with the socket set.
+TEST(DependencySetPlan, TriesTheRowsThatFitBestFirst) {
+  constexpr std::string_view kH2Why = "a dependency has protocol = \"http2\", whose streams only the socket programs walk; ";
+  const std::vector<PlanCaseOf<bool>> cases{
+      {"auto, 6.11", ProgramSet::automatic, false, kKernel611, {kSockets, kBtf, kRaw}, ""},
+      {"auto, 6.11, http2: sockets only", ProgramSet::automatic, true, kKernel611, {kSockets},
+       why(kBtf, kH2Why) + why(kRaw, kH2Why)},
+      {"auto, 6.6: the syscall set", ProgramSet::automatic, false, kKernel66, {kBtf, kRaw}, why(kSockets, kKernelWhy)},
+      {"auto, old kernel, http2: nothing fits", ProgramSet::automatic, true, kKernelOld, {},
+       why(kSockets, kKernelWhy) + why(kBtf, kH2Why) + why(kRaw, kH2Why)},
+      {"sockets, 6.11", ProgramSet::sockets, false, kKernel611, {kSockets}, ""},
+      {"sockets, 6.6: nothing fits", ProgramSet::sockets, false, kKernel66, {}, why(kSockets, kKernelWhy)},
+      {"syscalls, 6.11", ProgramSet::syscalls, false, kKernel611, {kBtf, kRaw}, ""},
+      {"syscalls, http2: nothing fits", ProgramSet::syscalls, true, kKernel611, {},
+       why(kBtf, kH2Why) + why(kRaw, kH2Why)},
+      {"raw, old kernel", ProgramSet::raw, false, kKernelOld, {kRaw}, ""},
+  };
+  for (const auto& c : cases) expect_plan(plan_dependency_sets(c.choice, c.needs, c.kernel), c.tries, c.skipped, c.what);
+}
+
+TEST(DependencySetRows, AreConsistent) {
+  for (const auto& row : dependency_set_rows()) {
+    EXPECT_NE(row.sockets, row.syscalls) << row.kind << ": one set per row";
+    EXPECT_EQ(row.kernel_fits == nullptr, row.kernel_needs.empty()) << row.kind << ": a check says what it needs";
+    EXPECT_NE(row.offered & (1u << static_cast<unsigned>(ProgramSet::automatic)), 0u) << row.kind << ": not in auto";
+    for (const std::string_view p : row.programs) {
+      if (!p.empty()) {
+        EXPECT_TRUE(p.starts_with("hr_dep_")) << p << ": not a dependency program";
+      }
+    }
+    // The syscall rows of one kind of tracepoint: BTF ones share the socket
+    // set's arrival program, raw ones have none (kernels < 6.2 lack it).
+    EXPECT_EQ(row.arrival.empty(), row.sockets || row.kind.starts_with("raw_tp")) << row.kind;
+  }
 }
 
 }  // namespace

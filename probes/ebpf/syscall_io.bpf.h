@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/* What the syscall programs of both probes share (endpoint.bpf.c, the
+ * server's side; dependency_syscalls.bpf.h, the client's): which socket
+ * syscalls move bytes and where their bytes are, the TCP socket behind a file
+ * descriptor of the current task, and an HTTP/1 status line in a user
+ * buffer. Included after vmlinux.h, arch.h and the BPF helpers, and after
+ * the including file's AF_INET and AF_INET6. Each function comes as a plain
+ * load version (BTF tracepoints: typed pointers) and a
+ * bpf_probe_read_kernel version (raw tracepoints: untyped), picked by a
+ * constant `btf` argument or by name. */
+#ifndef HEADROOM_PROBES_EBPF_SYSCALL_IO_BPF_H
+#define HEADROOM_PROBES_EBPF_SYSCALL_IO_BPF_H
+
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+
+#define DIR_IN 1
+#define DIR_OUT 2
+/* buffer kinds: where the first bytes are */
+#define BUF_NONE 0
+#define BUF_PLAIN 1 /* (fd, buf, len) */
+#define BUF_IOV 2   /* (fd, iov, cnt) */
+#define BUF_MSG 3   /* (fd, msghdr, flags) */
+
+/* A typed, read-only view of a kernel object (kernel 6.2+; the verifier
+ * turns it into nothing): a kernel object's fields by plain loads, not a
+ * bpf_probe_read_kernel call each. Weak, so the object still loads where
+ * the kernel lacks it: there only the raw tracepoint programs, which do not
+ * use it, load. */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+/* The socket syscalls that move bytes, by number: 1 with their direction and
+ * buffer kind, 0 for every other call. */
+static __always_inline int syscall_io(long id, __u32 *dir, __u32 *kind) {
+  switch (id) {
+    case HR_NR_read: case HR_NR_recvfrom: *dir = DIR_IN; *kind = BUF_PLAIN; return 1;
+    case HR_NR_readv: *dir = DIR_IN; *kind = BUF_IOV; return 1;
+    case HR_NR_recvmsg: *dir = DIR_IN; *kind = BUF_MSG; return 1;
+    case HR_NR_write: case HR_NR_sendto: *dir = DIR_OUT; *kind = BUF_PLAIN; return 1;
+    case HR_NR_writev: *dir = DIR_OUT; *kind = BUF_IOV; return 1;
+    case HR_NR_sendmsg: *dir = DIR_OUT; *kind = BUF_MSG; return 1;
+    case HR_NR_sendfile: *dir = DIR_OUT; *kind = BUF_NONE; return 1;
+    default: return 0;
+  }
+}
+
+/* Where the bytes a syscall moved are, from its second and third arguments:
+ * returns the first buffer (0: not known); for the vector calls *iov is the
+ * iovec array and *n its length (capped at 1024), else both stay 0. */
+static __always_inline __u64 io_buffers(__u32 kind, __u64 arg, __u64 count, __u64 *iov_out, __u32 *n_out) {
+  if (kind == BUF_PLAIN) return arg;
+  __u64 iov = 0, n = 0;
+  if (kind == BUF_IOV) {
+    iov = arg;
+    n = count;
+  } else if (kind == BUF_MSG) {
+    struct user_msghdr msg = {};
+    if (bpf_probe_read_user(&msg, sizeof msg, (void *)arg)) return 0;
+    iov = (__u64)msg.msg_iov;
+    n = msg.msg_iovlen;
+  }
+  if (!iov || n == 0) return 0;
+  struct iovec v = {};
+  if (bpf_probe_read_user(&v, sizeof v, (void *)iov)) return 0;
+  *iov_out = iov;
+  *n_out = n > 1024 ? 1024 : (__u32)n;
+  return (__u64)v.iov_base;
+}
+
+/* fd of the current task -> its struct sock, when it is a TCP/IP socket.
+ * By plain loads from the typed task (BTF tracepoints). */
+static __always_inline struct sock *sock_of_fd_btf(long fd) {
+  if (fd < 0) return 0;
+  struct task_struct *task = bpf_get_current_task_btf();
+  struct fdtable *fdt = task->files->fdt;
+  if (!fdt) return 0;
+  if ((unsigned long)fd >= fdt->max_fds) return 0;
+  /* fds[fd] by a plain load: the entry's address as a number, viewed as a
+   * kernel type whose first field is a struct file * (no helper call). */
+  const struct kiocb *slot =
+      bpf_rdonly_cast((void *)((__u64)fdt->fd + (__u64)fd * sizeof(struct file *)), bpf_core_type_id_kernel(struct kiocb));
+  const struct file *file = slot->ki_filp;
+  if (!file) return 0;
+  if ((file->f_inode->i_mode & S_IFMT) != S_IFSOCK) return 0;
+  const struct socket *sock = bpf_rdonly_cast(file->private_data, bpf_core_type_id_kernel(struct socket));
+  struct sock *sk = sock->sk;
+  if (!sk) return 0;
+  __u16 family = sk->__sk_common.skc_family;
+  if (family != AF_INET && family != AF_INET6) return 0;
+  if (sk->sk_protocol != IPPROTO_TCP) return 0;
+  return sk;
+}
+
+/* The same by bpf_probe_read_kernel (raw tracepoints). */
+static __always_inline struct sock *sock_of_fd(long fd) {
+  if (fd < 0) return 0;
+  struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+  struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+  if (!fdt) return 0;
+  unsigned int max = BPF_CORE_READ(fdt, max_fds);
+  if ((unsigned long)fd >= max) return 0;
+  struct file **fds = BPF_CORE_READ(fdt, fd);
+  struct file *f = 0;
+  if (bpf_probe_read_kernel(&f, sizeof f, &fds[fd]) || !f) return 0;
+  umode_t mode = BPF_CORE_READ(f, f_inode, i_mode);
+  if ((mode & S_IFMT) != S_IFSOCK) return 0;
+  struct socket *sock = BPF_CORE_READ(f, private_data);
+  if (!sock) return 0;
+  struct sock *sk = BPF_CORE_READ(sock, sk);
+  if (!sk) return 0;
+  __u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+  if (family != AF_INET && family != AF_INET6) return 0;
+  if (BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) != IPPROTO_TCP) return 0;
+  return sk;
+}
+
+/* A TCP socket's read position and receive end (btf: plain loads). */
+static __always_inline void tcp_seqs(__u64 sk, const int btf, __u32 *copied, __u32 *rcv) {
+  if (btf) {
+    const struct tcp_sock *tp = bpf_rdonly_cast((const void *)sk, bpf_core_type_id_kernel(struct tcp_sock));
+    *copied = tp->copied_seq;
+    *rcv = tp->rcv_nxt;
+  } else {
+    const struct tcp_sock *tp = (const struct tcp_sock *)sk;
+    *copied = BPF_CORE_READ(tp, copied_seq);
+    *rcv = BPF_CORE_READ(tp, rcv_nxt);
+  }
+}
+
+/* The first digit of an answer's status ('5' for "HTTP/1.x 5xx"), from its
+ * status line's first 12 bytes in a user buffer; 0 when it is none. */
+static __always_inline char status_digit(__u64 buf) {
+  char b[12] = {};
+  if (!buf || bpf_probe_read_user(b, sizeof b, (void *)buf)) return 0;
+  if (!(b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/' && b[8] == ' ')) return 0;
+  return b[9];
+}
+
+/* "HTTP/1.x 5xx". */
+static __always_inline int is_server_error(__u64 buf) { return status_digit(buf) == '5'; }
+
+#endif
