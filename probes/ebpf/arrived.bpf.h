@@ -70,7 +70,11 @@ static __always_inline __u64 arrived_bytes(const struct sock *sk, __u32 n) {
   if (!skb || (const void *)skb == (const void *)&sk->sk_receive_queue) return 0;
   const __u32 len = skb->len, data_len = skb->data_len;
   if (n == 0 || n > len) return 0;
-  if (data_len == 0) return (__u64)skb->data + len - n; /* all in the buffer's own memory */
+  if (data_len == 0) { /* all in the buffer's own memory (a read: the address as a number) */
+    __u64 data = 0;
+    if (bpf_probe_read_kernel(&data, sizeof data, &skb->data)) return 0;
+    return data + len - n;
+  }
   const __u64 base = dmap_base;
   if (!base) {
     if (dmap_attempts < HR_DMAP_ATTEMPTS) dmap_learn(sk);
