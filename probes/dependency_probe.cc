@@ -127,6 +127,7 @@ struct DependencyProbe::Impl {
   std::set<std::pair<uint32_t, uint32_t>> allowed;  // (dependency, tgid) in the callers map
   std::vector<hr_dep_stats> per_cpu;
   std::string kind;
+  std::string load_failures;  // rows tried before kind that failed to load
   uint64_t map_bytes = 0;
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -376,6 +377,8 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
     err = *loaded;
     if (err == 0) break;
     failures += std::string(row->kind) + ": " + std::strerror(err) + "; ";
+    impl->load_failures += std::string(impl->load_failures.empty() ? "" : "; ") + std::string(row->kind) + ": " +
+                           std::strerror(err) + " (kernel says: " + log_tail() + ")";
   }
   if (err == EPERM)
     return Error{err, "the kernel refused to load the eBPF dependency programs (" + std::string(std::strerror(err)) +
@@ -471,6 +474,7 @@ Result<void> DependencyProbe::attach() {
 }
 
 const std::string& DependencyProbe::attach_kind() const { return impl_->kind; }
+const std::string& DependencyProbe::load_failures() const { return impl_->load_failures; }
 uint64_t DependencyProbe::map_bytes() const { return impl_->map_bytes; }
 
 }  // namespace headroom::probes

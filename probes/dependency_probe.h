@@ -127,6 +127,9 @@ class DependencyProbe {
   // Which programs are attached: "tp_btf sockets" (6.11+), "tp_btf syscalls"
   // or "raw_tp syscalls" (program_set.h, dependency_set_rows).
   const std::string& attach_kind() const;
+  // Better program sets that were tried first and failed to load, with the
+  // error and the kernel's last words ("" when the first choice attached).
+  const std::string& load_failures() const;
   uint64_t map_bytes() const;
 
  private:

@@ -179,7 +179,7 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   // that fit the kernel and the endpoints, best first; the first that loads
   // and attaches stays.
   const ProgramSetPlan plan = plan_program_sets(options.programs, needs, kernel);
-  std::string failures = plan.skipped;
+  std::string failures = plan.skipped, load_failures;
   int last_err = plan.skipped_err;
   std::optional<std::vector<pid_t>> servers;  // scanned once, whichever set loads
   EndpointProbeOptions resolved = options;
@@ -195,6 +195,8 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
       break;
     }
     failures += std::string(row->kind) + ": " + std::strerror(last_err) + "; ";
+    load_failures += std::string(load_failures.empty() ? "" : "; ") + std::string(row->kind) + ": " + std::strerror(last_err) +
+                     " (kernel says: " + log_tail(g_libbpf_log) + ")";
   }
   if (!p->skel_) {
     if (last_err == EPERM) return permission_error(last_err);
@@ -202,6 +204,7 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
                                "kernel says: " + log_tail(g_libbpf_log) +
                                "); endpoint latency signals need raw or BTF tracepoints (kernel >= 4.17)"};
   }
+  p->load_failures_ = load_failures;
   for (bpf_map* m = bpf_object__next_map(p->skel_->obj->obj, nullptr); m != nullptr;
        m = bpf_object__next_map(p->skel_->obj->obj, m))
     p->map_bytes_ += map_size(m, p->ncpu_);

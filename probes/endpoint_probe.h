@@ -169,6 +169,10 @@ class EndpointProbe {
   // "tp_btf sockets", "tp_btf sockets + syscalls", "tp_btf syscalls" or
   // "raw_tp syscalls": which programs are attached.
   const std::string& attach_kind() const { return kind_; }
+  // Better program sets that were tried first and failed to load, with the
+  // error and the kernel's last words ("" when the first choice attached):
+  // the attached set then costs more per request, or measures less.
+  const std::string& load_failures() const { return load_failures_; }
   // Whether request arrival is seen (sock:sk_data_ready, kernel >= 6.6).
   bool sees_arrival() const { return arrival_; }
   // Processes traced right now (the procs map), for status lines and tests;
@@ -219,6 +223,7 @@ class EndpointProbe {
 
   std::unique_ptr<Skeleton> skel_;
   std::string kind_;
+  std::string load_failures_;
   bool arrival_ = false;
   std::vector<EndpointSpec> specs_;
   std::vector<EndpointTotals> cache_;  // the endpoints' sums of their instances

@@ -111,6 +111,10 @@ void DependencySampler::announce() const {
     spdlog::info("eBPF dependency probe attached ({}; {} dependency(ies); maps {:.1f} MiB): outbound calls' "
                  "latency, concurrency and errors, seen from the callers",
                  probe_->attach_kind(), dependencies_.size(), static_cast<double>(probe_->map_bytes()) / (1 << 20));
+    if (!probe_->load_failures().empty())
+      spdlog::warn("eBPF dependency probe: a better program set did not load ({}); {} attached instead, which "
+                   "costs more per call or measures less. Report it with the kernel version",
+                   probe_->load_failures(), probe_->attach_kind());
   }
 }
 

@@ -94,6 +94,10 @@ EndpointSampler::EndpointSampler(const Config& config) : instances_(config, reso
     return;
   }
   probe_ = std::move(probe.value());
+  if (!probe_->load_failures().empty())
+    spdlog::warn("eBPF endpoint probe: a better program set did not load ({}); {} attached instead, which costs "
+                 "more per request or measures less. Report it with the kernel version",
+                 probe_->load_failures(), probe_->attach_kind());
   const bool http2 = http2_;
   spdlog::info("eBPF endpoint probe attached ({}{}; {} endpoint(s); maps {:.1f} MiB{}; {} server process(es) found)",
                probe_->attach_kind(),

@@ -172,6 +172,11 @@ class Agent {
                                                 "BTF; headroomd said: "
                                              << proc_->err();
     }
+    // The program set the kernel should take attached, not a fallback that
+    // costs more per request (a program the verifier rejects would
+    // otherwise go unnoticed here).
+    if (proc_->err().find("a better program set did not load") != std::string::npos)
+      return ::testing::AssertionFailure() << "the eBPF endpoint probe fell back; headroomd said: " << proc_->err();
     return ::testing::AssertionSuccess();
   }
 

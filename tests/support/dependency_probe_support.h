@@ -40,6 +40,7 @@
       var##_opened.error().message.find("Linux 6.11") != std::string::npos)                          \
     GTEST_SKIP() << "SKIPPED: " << var##_opened.error().message;                                     \
   ASSERT_TRUE(var##_opened) << var##_opened.error().message;                                         \
+  EXPECT_EQ((*var##_opened)->load_failures(), "") << "a better program set did not load";            \
   ::headroom::probes::DependencyProbe& var = **var##_opened
 
 namespace headroom::testing {
