@@ -202,7 +202,7 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
     if (last_err == EPERM) return permission_error(last_err);
     return Error{last_err, "cannot load the eBPF endpoint programs (" + failures +
                                "kernel says: " + log_tail(g_libbpf_log) +
-                               "); endpoint latency signals need raw or BTF tracepoints (kernel >= 4.17)"};
+                               "); endpoint latency signals need raw tracepoints (kernel 5.5+, with BTF) or BTF tracepoints (6.2+)"};
   }
   p->load_failures_ = load_failures;
   for (bpf_map* m = bpf_object__next_map(p->skel_->obj->obj, nullptr); m != nullptr;

@@ -22,8 +22,9 @@
  *                                    server does not read (stopped, stuck) is
  *                                    seen waiting
  * Each comes as a BTF tracepoint (tp_btf; these need bpf_rdonly_cast, kernel
- * >= 6.2) and as a raw tracepoint (raw_tp, >= 4.17); the loader picks the
- * first that loads.
+ * >= 6.2) and as a raw tracepoint (raw_tp: the tracepoints since 4.17, the
+ * object's global data since 5.2 and its memory-mapped array since 5.5); the
+ * loader picks the first that loads.
  *
  * Per connection: idle, or one request in flight (struct hr_inflight). Data
  * in on an idle connection starts a request (HTTP/1.x: the method token and
@@ -529,7 +530,7 @@ int BPF_PROG(hr_btf_data_ready, const struct sock *sk) {
   return 0;
 }
 
-/* Raw tracepoints (kernel >= 4.17): the same, arguments by position. */
+/* Raw tracepoints (kernel >= 5.5 for this object): the same, arguments by position. */
 SEC("raw_tp/sys_exit")
 int hr_raw_sys_exit(struct bpf_raw_tracepoint_args *ctx) {
   on_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0);
