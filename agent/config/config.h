@@ -117,6 +117,7 @@ enum DependencyError : uint32_t {
   kDependencyErrorReset = 8,    // a reset or a close with the call in flight (http2: RST_STREAM too)
 };
 inline constexpr uint32_t kDependencyErrorsDefault = kDependencyErrorConnect | kDependencyErrorReset | kDependencyError5xx;
+inline constexpr uint32_t kDependencyErrorsAll = kDependencyErrorsDefault | kDependencyError4xx;
 
 struct DependencyConfig {
   std::string name;  // as an endpoint's name; unique among dependencies

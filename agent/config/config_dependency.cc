@@ -238,7 +238,7 @@ Result<void> check_dependency_fields(const DependencyConfig& d) {
   if (d.max_concurrency != 0)
     if (auto r = check_max_concurrency(d.max_concurrency, std::to_string(d.max_concurrency)); !r)
       return at_key(std::move(r), "max_concurrency");
-  if (d.errors & ~(kDependencyError5xx | kDependencyError4xx | kDependencyErrorConnect | kDependencyErrorReset))
+  if (d.errors & ~kDependencyErrorsAll)
     return problem("names a kind of failure this version does not know", "errors");
   return {};
 }

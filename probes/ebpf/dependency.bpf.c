@@ -262,8 +262,8 @@ static __always_inline void count_end(__u32 dep, __u64 latency, int how, __u32 a
  * answer acknowledges the request, so at its arrival the stamp is the
  * request's last segment's. A request sent in one piece has one time; one
  * written in several takes the stamp at its second write (more_of_the_call),
- * and one larger than HR_DEP_ONE_SEND_BYTES bytes, which TCP may send over several round
- * trips, reads the clock. A stamp older than the cache is an earlier
+ * and one larger than HR_DEP_ONE_SEND_BYTES, which TCP may send over several
+ * round trips, reads the clock. A stamp older than the cache is an earlier
  * flight's (the request was not sent at once): the cache then. */
 #define HR_DEP_ONE_SEND_BYTES 4096
 
@@ -286,6 +286,13 @@ static __always_inline __u64 write_time(const struct sock *sk, __u64 bytes, __u3
     return bpf_ktime_get_ns();
   *flags |= HR_DEP_F_TXSTART;
   return tp->tcp_clock_cache;
+}
+
+/* A call starts on sk with this write (its slot's 1 + index, or 0). */
+static __always_inline __u32 start_call(const struct sock *sk, __u32 dep, const struct msghdr *msg) {
+  __u32 flags = 0;
+  const __u64 now = write_time(sk, msg->msg_iter.count, &flags);
+  return take_slot(sk, call_position(sk), dep, now, rcv_nxt(sk), flags);
 }
 
 /* More of a call's request is written: its segments will restamp
@@ -318,6 +325,11 @@ static __always_inline void end_call(struct hr_dep_call *e, struct hr_dep_sk *st
  * read costs ~45 ns on a virtual machine. */
 static __always_inline __u64 segment_time(const struct sock *sk) { return tcp_of(sk)->tcp_clock_cache; }
 
+/* What an HTTP status's first digit makes of the answer for the error rule. */
+static __always_inline __u32 status_kind(char digit) {
+  return digit == '5' ? HR_DEP_ERR_5XX : digit == '4' ? HR_DEP_ERR_4XX : 0;
+}
+
 /* HTTP/1: does the answer that began to arrive (its n bytes so far, the
  * last n that reached sk) start with a 5xx or 4xx status line
  * (HR_DEP_ERR_5XX, HR_DEP_ERR_4XX, else 0)? Read only when the bytes sit in
@@ -332,7 +344,7 @@ static __always_inline __u32 answer_status(const struct sock *sk, __u32 n) {
   const struct in6_addr *v = bpf_rdonly_cast((const void *)at, bpf_core_type_id_kernel(struct in6_addr));
   const __u8 *b = v->in6_u.u6_addr8;
   if (!(b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/' && b[8] == ' ')) return 0;
-  return b[9] == '5' ? HR_DEP_ERR_5XX : b[9] == '4' ? HR_DEP_ERR_4XX : 0;
+  return status_kind(b[9]);
 }
 
 /* What a connection's state change does to its call in flight e (st: where
@@ -383,7 +395,6 @@ static __always_inline void dep_write(struct sock *sk, const struct msghdr *msg)
   const __u32 dep = dep_of(sk, pc);
   const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
   if (!d) return; /* no dependency's peer */
-  __u32 flags = 0;
   if (!d->callers) {
     if (sk->__sk_common.skc_state != TCP_ESTABLISHED) return; /* a connect */
     struct hr_dep_call *e = find_call(sk);
@@ -391,8 +402,7 @@ static __always_inline void dep_write(struct sock *sk, const struct msghdr *msg)
       more_of_the_call(sk, e);
       return;
     }
-    const __u64 now = write_time(sk, msg->msg_iter.count, &flags);
-    take_slot(sk, call_position(sk), dep, now, rcv_nxt(sk), flags);
+    start_call(sk, dep, msg);
     return;
   }
   struct hr_dep_sk *st = decided(sk, pc); /* a connection older than the probe: decided now */
@@ -405,8 +415,7 @@ static __always_inline void dep_write(struct sock *sk, const struct msghdr *msg)
     }
   }
   if (sk->__sk_common.skc_state != TCP_ESTABLISHED) return;
-  const __u64 now = write_time(sk, msg->msg_iter.count, &flags);
-  st->slot = take_slot(sk, call_position(sk), st->dep - 1, now, rcv_nxt(sk), flags);
+  st->slot = start_call(sk, st->dep - 1, msg);
 }
 
 static __always_inline void dep_arrival(struct sock *sk) {

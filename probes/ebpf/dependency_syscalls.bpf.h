@@ -122,8 +122,7 @@ static __always_inline void dsys_read(struct sock *sk, struct pt_regs *regs, __u
     __u32 n = 0;
     const __u64 arg = btf ? PT_REGS_PARM2_SYSCALL(regs) : PT_REGS_PARM2_CORE_SYSCALL(regs);
     const __u64 count = btf ? PT_REGS_PARM3_SYSCALL(regs) : PT_REGS_PARM3_CORE_SYSCALL(regs);
-    const char digit = status_digit(io_buffers(kind, arg, count, &iov, &n));
-    answer = digit == '5' ? HR_DEP_ERR_5XX : digit == '4' ? HR_DEP_ERR_4XX : 0;
+    answer = status_kind(status_digit(io_buffers(kind, arg, count, &iov, &n)));
   }
   end_call(e, 0, END_ANSWER, answer, 0); /* the write's time: no send stamp (call_began) */
 }
