@@ -4,9 +4,9 @@
 # with warnings as errors and runs the whole suite (unit, integration, fault
 # and packaging tiers); builds again with AddressSanitizer + UBSan what the
 # tests labelled `sanitize` need (the unit tier and the integration tests of
-# memory-heavy paths that do not measure the machine) and runs those, and
-# beside them every fuzz target for a few seconds (tests/fuzz/, clang's
-# libFuzzer), two at a time, niced. The packaging tier (containers; it
+# memory-heavy paths that do not measure the machine) and runs those; last
+# every fuzz target for a few seconds (tests/fuzz/, clang's libFuzzer), two
+# at a time, niced. The packaging tier (containers; it
 # measures nothing) runs beside the sanitizer and fuzz builds, which are
 # niced. Prints how long each phase took.
 #
@@ -157,9 +157,8 @@ packaging_done
 
 # The fuzz pass: every target of tests/fuzz/ replays its regressions, then
 # fuzzes for $HEADROOM_FUZZ_SECONDS seconds, two targets at a time (each
-# half of the targets in one tests/fuzz/run.sh). Time-bound, so it runs
-# beside the sanitizer tests (niced), which mostly wait on their servers;
-# those leave out the one test that measures the machine's CPU (it ran in
+# half of the targets in one tests/fuzz/run.sh), after the sanitizer tests
+# (which leave out the one test that measures the machine's CPU: it ran in
 # the normal build).
 fuzz_pass() {
   odd='' even='' n=0
@@ -183,13 +182,6 @@ fuzz_pass() {
   fi
   return "$frc"
 }
-if [ "$fuzz" = 1 ]; then
-  echo "=== fuzz build-fuzz, two targets at a time, in the background, at $(elapsed)"
-  fuzz_start=$(date +%s)
-  mkdir -p build-fuzz/fuzz
-  (fuzz_pass) >build-fuzz/fuzz/all.out 2>&1 &
-  fuzz_pid=$!
-fi
 if [ "$sanitize" = 1 ]; then
   echo "=== test build-sanitize (-L sanitize) at $(elapsed)"
   begin
@@ -197,13 +189,20 @@ if [ "$sanitize" = 1 ]; then
     ctest --output-on-failure -j"$jobs" --timeout 600 -L sanitize -E '^Headroomd\.CpuUtilization')
   took "sanitizer tests"
 fi
+if [ "$fuzz" = 1 ]; then
+  echo "=== fuzz build-fuzz, two targets at a time, at $(elapsed)"
+  fuzz_start=$(date +%s)
+  mkdir -p build-fuzz/fuzz
+  (fuzz_pass) >build-fuzz/fuzz/all.out 2>&1 &
+  fuzz_pid=$!
+fi
 if [ -n "$fuzz_pid" ]; then
   rc=0
   wait "$fuzz_pid" || rc=$?
   fuzz_pid=''
   echo "=== fuzz (started at $((fuzz_start - start)) s, done at $(elapsed)):"
   cat build-fuzz/fuzz/all.out
-  phases="${phases}fuzz (beside the sanitizer tests): $(($(date +%s) - fuzz_start)) s
+  phases="${phases}fuzz: $(($(date +%s) - fuzz_start)) s
 "
   [ "$rc" = 0 ] || { echo "FAIL: the fuzz pass (build-fuzz/fuzz/logs/)" >&2; exit "$rc"; }
 fi
