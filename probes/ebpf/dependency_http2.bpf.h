@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* HTTP/2 dependencies (gRPC clients, cleartext), for dependency.bpf.c, which
  * includes this after its helpers and calls the three hooks below before
- * its own. A call is a stream:
+ * its own; the syscall set feeds the same walk (dh2_begin, dh2_walk) from
+ * the syscalls' buffers (dependency_http2_syscalls.bpf.h). A call is a
+ * stream:
  *
  *   client HEADERS, new odd stream id     a call starts (tcp_sendmsg_locked,
  *                                         the frames read in the user's iovecs)
@@ -24,7 +26,7 @@
 #include "h2_frame.bpf.h"
 
 #define DH2_STEPS 512 /* steps per piece: a skip or a frame header, ~2 per frame */
-#define DH2_BLOCK 256 /* server header block bytes read (a longer one: hpack lost) */
+#define DH2_BLOCK HR_DEP_H2_BLOCK /* server header block bytes read (a longer one: hpack lost) */
 #define DH2_FIELDS 32 /* header fields walked per block */
 #define DH2_ANSWERED 0x80000000u /* in hr_dep_h2_stream.sid: answered, its trailers to come */
 
@@ -46,18 +48,20 @@ struct {
   __type(value, struct hr_dep_h2_stats);
 } dep_h2_stats SEC(".maps");
 
-/* One walk's numbers, per CPU: entry 0 for writes, 1 for arrivals (an
- * arrival's program may interrupt a write's on the same CPU). In map memory:
- * the verifier keeps no exact range for them between a loop's steps. */
+/* One walk's numbers, per CPU: entry 0 for writes, 1 for arrivals and
+ * reads (an arrival's program may interrupt a write's on the same CPU). In
+ * map memory: the verifier keeps no exact range for them between a loop's
+ * steps. */
 struct dh2_v {
   __u64 base; /* where the current segment's unwalked bytes are */
-  __u64 iov;  /* the next iovec (kernel address) */
+  __u64 iov;  /* the next iovec */
   __u64 now;
   __u64 sk;
   __u32 seg;      /* bytes left in the current segment */
   __u32 left;     /* bytes of the piece not walked yet */
   __u32 iov_left; /* iovecs not loaded yet */
   __u32 kernel;   /* 1: kernel memory (arrivals), 0: the writer's memory */
+  __u32 uiov;     /* 1: the iovecs are in the user's memory (syscalls), 0: the kernel's */
   __u32 discard;  /* bytes at the start walked before (a write sent again) */
   __u32 out;      /* 1: the client's side */
   __u32 hash;     /* the connection's position in calls */
@@ -133,8 +137,9 @@ static __always_inline void dh2_open(struct dh2_walk *w, __u32 sid) {
   struct dh2_v *v = w->v;
   w->c->last_sid = sid;
   /* While the server's side is not synced its answers cannot be read: such
-   * a stream would stay in flight for good. */
-  if (!w->c->in.synced) return;
+   * a stream would stay in flight for good; so would one whose answer was
+   * walked already (dh2_frame). */
+  if (!w->c->in.synced || sid <= w->c->ahead) return;
   struct hr_dep_h2_stream *s = &w->c->s[(sid >> 1) & (HR_DEP_H2_STREAMS - 1)];
   if (s->sid && !(s->sid & DH2_ANSWERED)) {
     DH2_STAT(w->st, dropped);
@@ -211,6 +216,13 @@ static __always_inline void dh2_release_all(struct hr_dep_h2 *c, __u64 sk, int h
   bpf_loop(HR_DEP_H2_STREAMS, dh2_release_one, &x, 0);
 }
 
+/* The next iovec of a piece, not taken yet: 0, else none. */
+static __always_inline long dh2_peek_iovec(const struct dh2_v *v, struct iovec *io) {
+  if (!v->iov_left) return -1;
+  return v->uiov ? bpf_probe_read_user(io, sizeof *io, (const void *)v->iov)
+                 : bpf_probe_read_kernel(io, sizeof *io, (const void *)v->iov);
+}
+
 static __always_inline long dh2_read(const struct dh2_v *v, void *dst, __u32 n) {
   return v->kernel ? bpf_probe_read_kernel(dst, n, (const void *)v->base)
                    : bpf_probe_read_user(dst, n, (const void *)v->base);
@@ -224,7 +236,9 @@ static __always_inline long dh2_read(const struct dh2_v *v, void *dst, __u32 n) 
 static __always_inline void dh2_lost(struct dh2_walk *w) {
   w->d->synced = 0;
   DH2_STAT(w->st, desyncs);
-  if (!w->v->out) w->v->drop = 1;
+  if (w->v->out) return;
+  w->v->drop = 1;
+  w->c->blk_len = 0; /* a header block being gathered: its bytes are lost too */
 }
 
 static __always_inline void dh2_advance(struct dh2_v *v, __u32 n) {
@@ -233,10 +247,10 @@ static __always_inline void dh2_advance(struct dh2_v *v, __u32 n) {
   v->left -= n;
 }
 
-/* The next iovec of a write. */
+/* The next iovec of a piece. */
 static __always_inline int dh2_next_segment(struct dh2_v *v) {
   struct iovec io = {};
-  if (!v->iov_left || bpf_probe_read_kernel(&io, sizeof io, (const void *)v->iov)) return 0;
+  if (dh2_peek_iovec(v, &io)) return 0;
   v->iov += sizeof io;
   v->iov_left--;
   v->base = (__u64)io.iov_base;
@@ -260,8 +274,14 @@ static __always_inline void dh2_frame(struct dh2_walk *w) {
     /* A HEADERS frame on a stream the client opened before is its trailers. */
     if (type == H2_HEADERS && (sid & 1) && sid > w->c->last_sid) dh2_open(w, sid);
     else if (type == H2_RST_STREAM) dh2_end(w, sid, END_RESET);
-  } else if (type == H2_HEADERS) {
-    dh2_answer(w, sid, flags, dh2_block_error(w, len, flags));
+    return;
+  }
+  /* The server on a stream the client's walk has not seen open: the syscall
+   * set walks a write at its exit, and another thread may read the answer
+   * before that; the stream is not timed (dh2_open). */
+  if ((sid & 1) && sid > w->c->last_sid && sid > w->c->ahead) w->c->ahead = sid;
+  if (type == H2_HEADERS) {
+    dh2_headers(w, sid, flags, len);
   } else if (type == H2_DATA) {
     dh2_end(w, sid, END_ANSWER);
   } else if (type == H2_CONTINUATION) {
@@ -286,6 +306,7 @@ static long dh2_step(__u32 i, void *ctx) {
   if (v->discard || d->skip) {
     const __u32 want = v->discard ? v->discard : d->skip;
     const __u32 n = want < v->seg ? want : v->seg;
+    if (!v->discard && !v->out && w->c->blk_len) dh2_block_more(w, n);
     dh2_advance(v, n);
     if (v->discard) v->discard -= n;
     else d->skip -= n;
@@ -343,15 +364,19 @@ static __always_inline int dh2_sync(struct dh2_walk *w) {
   return 1;
 }
 
-/* Walks the piece set up in w->v. */
+/* Walks the piece set up in w->v (a server's side lost before it, too, gives
+ * up its streams). */
 static __always_inline void dh2_walk(struct dh2_walk *w) {
-  if (!w->d->synced && !dh2_sync(w)) return;
-  bpf_loop(DH2_STEPS, dh2_step, w, 0);
-  if (w->v->left && w->d->synced) dh2_lost(w); /* out of steps */
+  if (w->d->synced || dh2_sync(w)) {
+    bpf_loop(DH2_STEPS, dh2_step, w, 0);
+    if (w->v->left && w->d->synced) dh2_lost(w); /* out of steps */
+  }
   if (w->v->drop) dh2_release_all(w->c, w->v->sk, -1, w->st);
 }
 
-static __always_inline struct dh2_v *dh2_begin(struct dh2_walk *w, struct sock *sk, struct hr_dep_h2 *c, __u32 out) {
+/* Sets up a walk of connection sk (hash: its skc_hash) in direction out. */
+static __always_inline struct dh2_v *dh2_begin(struct dh2_walk *w, __u64 sk, __u32 hash, struct hr_dep_h2 *c,
+                                               __u32 out) {
   const __u32 zero = 0;
   w->c = c;
   w->d = out ? &c->out : &c->in;
@@ -360,10 +385,10 @@ static __always_inline struct dh2_v *dh2_begin(struct dh2_walk *w, struct sock *
   w->v = v;
   if (!v) return 0;
   __builtin_memset(v, 0, __builtin_offsetof(struct dh2_v, b));
-  v->sk = (__u64)sk;
+  v->sk = sk;
   v->now = bpf_ktime_get_ns();
   v->out = out;
-  v->hash = sk->__sk_common.skc_hash;
+  v->hash = hash;
   return v;
 }
 
@@ -392,7 +417,7 @@ static __always_inline int dep_h2_write(struct sock *sk, const struct msghdr *ms
   if (behind >= (__s32)left) return 1;
   c->snd_end = ws + left;
   struct dh2_walk w;
-  struct dh2_v *v = dh2_begin(&w, sk, c, 1);
+  struct dh2_v *v = dh2_begin(&w, (__u64)sk, sk->__sk_common.skc_hash, c, 1);
   if (!v) return 1;
   if (behind < 0 && w.d->synced) dh2_lost(&w); /* bytes sent that the walk did not see */
   v->left = left;
@@ -434,7 +459,7 @@ static __always_inline int dep_h2_arrival(struct sock *sk) {
   }
   if (n == 0) return 1;
   struct dh2_walk w;
-  struct dh2_v *v = dh2_begin(&w, sk, c, 0);
+  struct dh2_v *v = dh2_begin(&w, (__u64)sk, sk->__sk_common.skc_hash, c, 0);
   if (!v) return 1;
   const __u64 at = n < (1u << 24) ? arrived_bytes(sk, n) : 0;
   if (!at) { /* not readable: a payload's bytes, or the server's side is lost */

@@ -2,7 +2,9 @@
 /* The server's header blocks of an HTTP/2 dependency (RFC 7541), for
  * dependency_http2.bpf.h, which includes this inside its frame walk: what a
  * HEADERS block says of a call (grpc-status, :status), and the server's
- * dynamic table followed by counting its insertions. */
+ * dynamic table followed by counting its insertions. A block that runs past
+ * the piece being walked (an arrival, a read) is gathered in the
+ * connection's state as the walk skips its bytes, and read once whole. */
 #ifndef HEADROOM_PROBES_EBPF_DEPENDENCY_HTTP2_HPACK_BPF_H
 #define HEADROOM_PROBES_EBPF_DEPENDENCY_HTTP2_HPACK_BPF_H
 
@@ -122,23 +124,30 @@ static __always_inline void dh2_hpack_lost(struct dh2_walk *w) {
   w->c->hpack_lost = 1;
 }
 
-/* What the server's HEADERS block of len bytes at the walk's position says
- * of the call: HR_DEP_ERR_5XX, HR_DEP_ERR_4XX or 0. Read when it lies whole
- * in this piece. */
-static __always_inline __u32 dh2_block_error(struct dh2_walk *w, __u32 len, __u8 flags) {
-  struct dh2_v *v = w->v;
-  if (len == 0) return 0;
-  if (!(flags & H2_F_END_HEADERS) || len > DH2_BLOCK || len > v->seg) {
-    dh2_hpack_lost(w); /* continued, too long, or split between pieces */
-    return 0;
-  }
-  __u64 n = len;
+/* Copies the block of len bytes (1 to DH2_BLOCK, in this piece) at the
+ * walk's position into v->b: 0, else it cannot be read. A reader's buffers
+ * end anywhere: the block may run on into the next iovec. */
+static __always_inline long dh2_block_copy(struct dh2_v *v, __u32 len) {
+  __u64 n = len < v->seg ? len : v->seg;
   barrier_var(n);
   if (n > DH2_BLOCK) n = DH2_BLOCK;
-  if (n == 0 || dh2_read(v, v->b, (__u32)n)) {
-    dh2_hpack_lost(w);
-    return 0;
-  }
+  if (n && dh2_read(v, v->b, (__u32)n)) return -1;
+  if (n >= len) return 0;
+  struct iovec io = {};
+  if (dh2_peek_iovec(v, &io)) return -1;
+  __u64 m = len - n;
+  if (m > io.iov_len) return -1;
+  barrier_var(m);
+  if (m == 0 || m > DH2_BLOCK) return -1;
+  void *dst = &v->b[n & (DH2_BLOCK - 1)];
+  return v->kernel ? bpf_probe_read_kernel(dst, (__u32)m, io.iov_base)
+                   : bpf_probe_read_user(dst, (__u32)m, io.iov_base);
+}
+
+/* What a server HEADERS block of len bytes (1 to DH2_BLOCK), copied into
+ * v->b, says of the call: HR_DEP_ERR_5XX, HR_DEP_ERR_4XX or 0. */
+static __always_inline __u32 dh2_block_fields(struct dh2_walk *w, __u32 len, __u8 flags) {
+  struct dh2_v *v = w->v;
   __u32 p = 0, end = len;
   if (flags & H2_F_PADDED) {
     const __u32 pad = DBLK(v, 0);
@@ -153,6 +162,57 @@ static __always_inline __u32 dh2_block_error(struct dh2_walk *w, __u32 len, __u8
   bpf_loop(DH2_FIELDS, dh2_field, w, 0);
   if (v->bbroken || v->bp < v->bend) dh2_hpack_lost(w);
   return v->berror;
+}
+
+/* The server's HEADERS frame on stream sid, its block of len bytes at the
+ * walk's position: the answer (dh2_answer) with what the block says, now
+ * when it lies in this piece; one that runs past it (a frame header at the
+ * end of a read) is gathered as the walk skips its bytes (dh2_block_more). */
+static __always_inline void dh2_headers(struct dh2_walk *w, __u32 sid, __u8 flags, __u32 len) {
+  struct dh2_v *v = w->v;
+  struct hr_dep_h2 *c = w->c;
+  __u32 error = 0;
+  if (len && (!(flags & H2_F_END_HEADERS) || len > DH2_BLOCK)) {
+    dh2_hpack_lost(w); /* continued, or too long */
+  } else if (len > v->left) {
+    if (c->blk_len) dh2_hpack_lost(w); /* one that was never whole */
+    c->blk_sid = sid;
+    c->blk_flags = flags;
+    c->blk_len = len;
+    c->blk_have = 0;
+    return;
+  } else if (len) {
+    if (dh2_block_copy(v, len)) dh2_hpack_lost(w);
+    else error = dh2_block_fields(w, len, flags);
+  }
+  dh2_answer(w, sid, flags, error);
+}
+
+/* n bytes at the walk's position that it is about to skip, of the server's
+ * side: the next of a block being gathered, when they are (the bytes left
+ * to skip are the block's). Once whole, the block is read. */
+static __always_inline void dh2_block_more(struct dh2_walk *w, __u32 n) {
+  struct dh2_v *v = w->v;
+  struct hr_dep_h2 *c = w->c;
+  const __u32 have = c->blk_have, len = c->blk_len;
+  __u64 m = n;
+  barrier_var(m);
+  if (have + w->d->skip != len || m == 0 || m > DH2_BLOCK ||
+      dh2_read(v, &c->blk[have & (DH2_BLOCK - 1)], (__u32)m)) {
+    c->blk_len = 0;
+    dh2_hpack_lost(w);
+    return;
+  }
+  c->blk_have = have + (__u32)m;
+  if (c->blk_have < len) return;
+  c->blk_len = 0;
+  __u64 k = len;
+  barrier_var(k);
+  if (k == 0 || k > DH2_BLOCK || bpf_probe_read_kernel(v->b, (__u32)k, c->blk)) {
+    dh2_hpack_lost(w);
+    return;
+  }
+  dh2_answer(w, c->blk_sid, (__u8)c->blk_flags, dh2_block_fields(w, len, (__u8)c->blk_flags));
 }
 
 #endif
