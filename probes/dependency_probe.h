@@ -13,7 +13,8 @@
 // 5xx or non-zero grpc-status. The socket program set times the answer's
 // arrival; the syscall set, on kernels before 6.11, starts a call at the
 // write's exit and ends it at the arrival (6.6+) or at the client's read,
-// and measures no HTTP/2 (open() refuses it there).
+// an HTTP/2 stream at the client's read (BTF tracepoints only: open()
+// refuses HTTP/2 with the raw tracepoint programs).
 #pragma once
 
 #include <netinet/in.h>

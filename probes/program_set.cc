@@ -99,7 +99,7 @@ const std::vector<ProgramSetRow>& dependency_set_rows() {
       syscall_row("tp_btf syscalls", {"hr_dep_btf_sys_exit", "hr_dep_btf_sys_state", "hr_dep_btf_sys_fork"},
                   "hr_dep_arrival",
                   bit(ProgramSet::automatic) | bit(ProgramSet::syscalls)),
-      syscall_row("raw_tp syscalls", {"hr_dep_raw_sys_exit", "hr_dep_raw_sys_state", "hr_dep_raw_sys_fork"}, {},
+      syscall_row(kRawDependencyKind, {"hr_dep_raw_sys_exit", "hr_dep_raw_sys_state", "hr_dep_raw_sys_fork"}, {},
                   bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::raw)),
   };
   return rows;
@@ -151,8 +151,8 @@ ProgramSetPlan plan_dependency_sets(ProgramSet choice, bool http2, const KernelF
   ProgramSetPlan plan;
   for (const auto& row : dependency_set_rows()) {
     if (!offered_and_fits(plan, row, choice, kernel)) continue;
-    if (!row.sockets && http2) {
-      skip_row(plan, row, "a dependency has protocol = \"http2\", whose streams only the socket programs walk");
+    if (http2 && row.kind == kRawDependencyKind) {
+      skip_row(plan, row, kRawHttp2Why);
       continue;
     }
     plan.tries.push_back(&row);

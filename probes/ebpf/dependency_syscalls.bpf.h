@@ -28,8 +28,9 @@
  * position (copied_seq) there, not rcv_nxt: on loopback the answer can reach
  * the socket before the write returns, announced when no call was in flight;
  * the read of those bytes then ends the call, so none is left in flight and
- * none counted twice. HTTP/2 dependencies are refused by the loader: their
- * streams are walked by the socket set only. */
+ * none counted twice. HTTP/2 dependencies (BTF tracepoints only; the loader
+ * refuses them with raw ones): their streams are walked from the syscalls'
+ * buffers, the server's side at the reads (dependency_http2_syscalls.bpf.h). */
 #ifndef HEADROOM_PROBES_EBPF_DEPENDENCY_SYSCALLS_BPF_H
 #define HEADROOM_PROBES_EBPF_DEPENDENCY_SYSCALLS_BPF_H
 
@@ -61,8 +62,8 @@ struct {
 #define DSYS_SK(sk, btf, field) ((btf) ? (sk)->field : BPF_CORE_READ((sk), field))
 
 /* Which dependency the socket's peer is (dep_of, for either kind of
- * pointer), with its entry in *d; HR_NO_DEP when none, or one the syscall
- * set does not measure (HTTP/2). */
+ * pointer), with its entry in *d; HR_NO_DEP when none, or one the raw
+ * tracepoints do not measure (HTTP/2). */
 static __always_inline __u32 dsys_dep(const struct sock *sk, const struct hr_dep_port *pc, const int btf,
                                       const struct hr_dep **d) {
   __u32 dep = pc->any_dep;
@@ -75,7 +76,7 @@ static __always_inline __u32 dsys_dep(const struct sock *sk, const struct hr_dep
     dep = dep_of_peer(pc, a[0], a[1], a[2], a[3]);
   }
   *d = bpf_map_lookup_elem(&deps, &dep);
-  if (!*d || (*d)->proto == HR_DEP_PROTO_HTTP2) return HR_NO_DEP;
+  if (!*d || (!btf && (*d)->proto == HR_DEP_PROTO_HTTP2)) return HR_NO_DEP;
   return dep;
 }
 
@@ -109,7 +110,8 @@ static __always_inline void dsys_write(struct sock *sk, const struct hr_dep_port
  * status line, when the read began at the answer's first byte. */
 static __always_inline void dsys_read(struct sock *sk, struct pt_regs *regs, __u32 kind, long ret, const int btf) {
   struct hr_dep_call *e = find_call_from((__u64)sk, dsys_position(sk, btf));
-  if (!e || (e->flags & HR_DEP_F_CONNECT)) return; /* a connect's slot can sit near the hash position */
+  /* a connect's slot, or an HTTP/2 stream's, can sit near the hash position */
+  if (!e || (e->flags & (HR_DEP_F_CONNECT | HR_DEP_F_STREAM))) return;
   __u32 copied, rcv;
   tcp_seqs((__u64)sk, btf, &copied, &rcv);
   const __u32 start = e->rcv_start;
@@ -127,6 +129,9 @@ static __always_inline void dsys_read(struct sock *sk, struct pt_regs *regs, __u
   end_call(e, 0, END_ANSWER, answer, 0); /* the write's time: no send stamp (call_began) */
 }
 
+/* HTTP/2 dependencies: streams (dsys_h2, dsys_h2_state; BTF tracepoints). */
+#include "dependency_http2_syscalls.bpf.h"
+
 static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const int btf) {
   if (ret <= 0) return;
   __u32 dir, kind;
@@ -138,6 +143,7 @@ static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const i
   if (!sk) return;
   const struct hr_dep_port *pc = port_config(DSYS_SK(sk, btf, __sk_common.skc_dport));
   if (!pc) return;
+  if (btf && dsys_h2(sk, pc, regs, dir, kind, ret, tgid)) return;
   if (dir == DIR_OUT) dsys_write(sk, pc, tgid, btf);
   else dsys_read(sk, regs, kind, ret, btf);
 }
@@ -167,6 +173,7 @@ static __always_inline void dep_sys_state(struct sock *sk, int newstate, const i
     dsys_connect(sk, pc, btf);
     return;
   }
+  if (btf) dsys_h2_state(sk, newstate); /* before the connect's entry goes */
   if (newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE && newstate != TCP_CLOSE_WAIT &&
       newstate != TCP_FIN_WAIT1)
     return;
@@ -174,7 +181,7 @@ static __always_inline void dep_sys_state(struct sock *sk, int newstate, const i
   struct hr_dep_sk *st = bpf_map_lookup_elem(&dep_connects, &key);
   struct hr_dep_call *e = st && st->slot ? call_of(sk, st) : 0;
   if (!e) e = find_call_from(key, dsys_position(sk, btf));
-  if (e) {
+  if (e && !(e->flags & HR_DEP_F_STREAM)) { /* a stream's slot near the hash position: dsys_h2_state's */
     __u32 copied = 0, rcv = 0;
     if (newstate == TCP_CLOSE_WAIT) tcp_seqs(key, btf, &copied, &rcv);
     state_ends(e, st, newstate, rcv, 0);

@@ -170,21 +170,21 @@ TEST(ProgramSetRows, NameOnlyProgramsOfTheObject) {
 }
 
 // The dependency probe's rows: the socket set where the kernel has it, else
-// the syscall set; HTTP/2 only with the socket set.
+// the syscall set; HTTP/2 with either, not with the raw tracepoints.
 TEST(DependencySetPlan, TriesTheRowsThatFitBestFirst) {
-  constexpr std::string_view kH2Why = "a dependency has protocol = \"http2\", whose streams only the socket programs walk; ";
+  const std::string kH2Why = std::string(kRawHttp2Why) + "; ";
   const std::vector<PlanCaseOf<bool>> cases{
       {"auto, 6.11", ProgramSet::automatic, false, kKernel611, {kSockets, kBtf, kRaw}, ""},
-      {"auto, 6.11, http2: sockets only", ProgramSet::automatic, true, kKernel611, {kSockets},
-       why(kBtf, kH2Why) + why(kRaw, kH2Why)},
+      {"auto, 6.11, http2: no raw tracepoints", ProgramSet::automatic, true, kKernel611, {kSockets, kBtf},
+       why(kRaw, kH2Why)},
       {"auto, 6.6: the syscall set", ProgramSet::automatic, false, kKernel66, {kBtf, kRaw}, why(kSockets, kKernelWhy)},
-      {"auto, old kernel, http2: nothing fits", ProgramSet::automatic, true, kKernelOld, {},
-       why(kSockets, kKernelWhy) + why(kBtf, kH2Why) + why(kRaw, kH2Why)},
+      {"auto, old kernel, http2: BTF syscalls", ProgramSet::automatic, true, kKernelOld, {kBtf},
+       why(kSockets, kKernelWhy) + why(kRaw, kH2Why)},
       {"sockets, 6.11", ProgramSet::sockets, false, kKernel611, {kSockets}, ""},
       {"sockets, 6.6: nothing fits", ProgramSet::sockets, false, kKernel66, {}, why(kSockets, kKernelWhy)},
       {"syscalls, 6.11", ProgramSet::syscalls, false, kKernel611, {kBtf, kRaw}, ""},
-      {"syscalls, http2: nothing fits", ProgramSet::syscalls, true, kKernel611, {},
-       why(kBtf, kH2Why) + why(kRaw, kH2Why)},
+      {"syscalls, http2: BTF syscalls", ProgramSet::syscalls, true, kKernel611, {kBtf}, why(kRaw, kH2Why)},
+      {"raw, http2: nothing fits", ProgramSet::raw, true, kKernel611, {}, why(kRaw, kH2Why)},
       {"raw, old kernel", ProgramSet::raw, false, kKernelOld, {kRaw}, ""},
   };
   for (const auto& c : cases) expect_plan(plan_dependency_sets(c.choice, c.needs, c.kernel), c.tries, c.skipped, c.what);
