@@ -320,20 +320,10 @@ KernelFeatures kernel_features(const btf* vmlinux) {
   return {kernel_has_tracepoint(vmlinux, "sk_data_ready"), kernel_has_tracepoint(vmlinux, "tcp_sendmsg_locked")};
 }
 
-// Why no row can measure the dependencies: HEADROOM_EBPF_PROGRAMS=raw, whose
-// programs do not walk an HTTP/2 dependency's streams; else the sockets set
-// alone was asked for on a kernel without it (every other choice has a
-// syscall row whose loading is the check).
-Error no_row_error(const std::vector<DependencySpec>& specs, ProgramSet choice) {
-  if (choice == ProgramSet::raw)
-    for (std::size_t i = 0; i < specs.size(); ++i)
-      if (specs[i].protocol == DependencyProtocol::http2)
-        return Error{ENOTSUP, "dependency " + std::to_string(i + 1) + " (" + port_text(specs[i]) +
-                                  ") has protocol = \"http2\", whose streams the raw tracepoint programs do not "
-                                  "walk (that needs bpf_loop, Linux 5.17, and they run from 5.5); "
-                                  "HEADROOM_EBPF_PROGRAMS=raw leaves out the programs that do (BTF tracepoints, "
-                                  "Linux 6.2 or later). Set HEADROOM_EBPF_PROGRAMS=syscalls or unset it, or remove "
-                                  "that [[dependency]]"};
+// Why no row can measure the dependencies: the sockets set alone was asked
+// for on a kernel without it (every other choice has syscall rows, whose
+// loading is the check).
+Error no_row_error() {
   return Error{ENOTSUP, "HEADROOM_EBPF_PROGRAMS=sockets: the dependency socket programs need Linux 6.11 or later (the "
                         "tracepoints sock:inet_sock_set_state, tcp:tcp_sendmsg_locked and sock:sk_data_ready); this "
                         "kernel (" + kernel_release() + ") lacks them. Unset HEADROOM_EBPF_PROGRAMS (the syscall "
@@ -360,7 +350,7 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
   const bool http2 = std::any_of(dependencies.begin(), dependencies.end(),
                                  [](const DependencySpec& d) { return d.protocol == DependencyProtocol::http2; });
   const ProgramSetPlan plan = plan_dependency_sets(options.programs, http2, kernel);
-  if (plan.tries.empty()) return no_row_error(dependencies, options.programs);
+  if (plan.tries.empty()) return no_row_error();
 
   auto impl = std::make_unique<Impl>();
   impl->specs = dependencies;
@@ -386,7 +376,8 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
                           "): headroomd needs CAP_BPF and CAP_PERFMON, or root"};
   if (err != 0)
     return Error{err, "cannot load the eBPF dependency programs (" + failures + "kernel says: " + log_tail() +
-                          "); dependencies need BTF tracepoints (kernel 6.2+) or raw tracepoints (5.5+, with BTF)"};
+                          "); dependencies need BTF tracepoints (kernel 6.2+) or raw tracepoints (5.5+, with BTF" +
+                          (http2 ? "; 5.17+ with an HTTP/2 dependency: bpf_loop" : "") + ")"};
   // The HTTP/2 walk's per-CPU scratch (2 entries) and counters; an HTTP/2
   // connection adds its state (sizeof(hr_dep_h2): socket storage, or an
   // entry of dep_sys_h2 in the syscall set) while it lives.

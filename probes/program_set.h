@@ -94,15 +94,10 @@ const std::vector<ProgramSetRow>& dependency_set_rows();
 
 // The dependency rows to try for `choice`, best first, and why the others of
 // the choice were skipped, as plan_program_sets says it. http2: a
-// dependency speaks HTTP/2, whose streams the socket set and the BTF
-// tracepoint syscall set walk, not the raw tracepoint one.
+// dependency speaks HTTP/2, whose streams every set walks; the raw
+// tracepoint programs come twice, with the walk (bpf_loop: 5.17+) for it,
+// without (5.5+) otherwise, and the plan holds the one that fits.
 ProgramSetPlan plan_dependency_sets(ProgramSet choice, bool http2, const KernelFeatures& kernel);
-
-// The dependency row of raw tracepoints, and why it refuses HTTP/2.
-inline constexpr std::string_view kRawDependencyKind = "raw_tp syscalls";
-inline constexpr std::string_view kRawHttp2Why =
-    "a dependency has protocol = \"http2\", whose streams the raw tracepoint programs do not walk (the frame walk "
-    "needs bpf_loop, kernel 5.17, where the raw set runs on 5.5+; the BTF tracepoint programs walk them, kernel 6.2+)";
 
 // The HR_SET_* (endpoint_abi.h) that measures a port under `row`.
 uint32_t port_set(const ProgramSetRow& row, bool port_needs_bytes);

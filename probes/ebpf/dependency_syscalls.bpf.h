@@ -28,9 +28,10 @@
  * position (copied_seq) there, not rcv_nxt: on loopback the answer can reach
  * the socket before the write returns, announced when no call was in flight;
  * the read of those bytes then ends the call, so none is left in flight and
- * none counted twice. HTTP/2 dependencies (BTF tracepoints only; the loader
- * refuses them with raw ones): their streams are walked from the syscalls'
- * buffers, the server's side at the reads (dependency_http2_syscalls.bpf.h). */
+ * none counted twice. HTTP/2 dependencies: their streams are walked from the
+ * syscalls' buffers, the server's side at the reads
+ * (dependency_http2_syscalls.bpf.h; raw tracepoints: programs of their own,
+ * 5.17+). */
 #ifndef HEADROOM_PROBES_EBPF_DEPENDENCY_SYSCALLS_BPF_H
 #define HEADROOM_PROBES_EBPF_DEPENDENCY_SYSCALLS_BPF_H
 
@@ -62,8 +63,7 @@ struct {
 #define DSYS_SK(sk, btf, field) ((btf) ? (sk)->field : BPF_CORE_READ((sk), field))
 
 /* Which dependency the socket's peer is (dep_of, for either kind of
- * pointer), with its entry in *d; HR_NO_DEP when none, or one the raw
- * tracepoints do not measure (HTTP/2). */
+ * pointer), with its entry in *d; HR_NO_DEP when none. */
 static __always_inline __u32 dsys_dep(const struct sock *sk, const struct hr_dep_port *pc, const int btf,
                                       const struct hr_dep **d) {
   __u32 dep = pc->any_dep;
@@ -76,7 +76,7 @@ static __always_inline __u32 dsys_dep(const struct sock *sk, const struct hr_dep
     dep = dep_of_peer(pc, a[0], a[1], a[2], a[3]);
   }
   *d = bpf_map_lookup_elem(&deps, &dep);
-  if (!*d || (!btf && (*d)->proto == HR_DEP_PROTO_HTTP2)) return HR_NO_DEP;
+  if (!*d) return HR_NO_DEP;
   return dep;
 }
 
@@ -129,10 +129,12 @@ static __always_inline void dsys_read(struct sock *sk, struct pt_regs *regs, __u
   end_call(e, 0, END_ANSWER, answer, 0); /* the write's time: no send stamp (call_began) */
 }
 
-/* HTTP/2 dependencies: streams (dsys_h2, dsys_h2_state; BTF tracepoints). */
+/* HTTP/2 dependencies: streams (dsys_h2, dsys_h2_state), in the programs
+ * with a constant h2 (the loader picks the raw ones without it unless a
+ * dependency speaks HTTP/2). */
 #include "dependency_http2_syscalls.bpf.h"
 
-static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const int btf) {
+static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const int btf, const int h2) {
   if (ret <= 0) return;
   __u32 dir, kind;
   if (!syscall_io(btf ? HR_SYSCALL_NR(regs) : HR_SYSCALL_NR_CORE(regs), &dir, &kind)) return;
@@ -143,7 +145,7 @@ static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const i
   if (!sk) return;
   const struct hr_dep_port *pc = port_config(DSYS_SK(sk, btf, __sk_common.skc_dport));
   if (!pc) return;
-  if (btf && dsys_h2(sk, pc, regs, dir, kind, ret, tgid)) return;
+  if (h2 && dsys_h2(sk, pc, regs, dir, kind, ret, tgid, btf)) return;
   if (dir == DIR_OUT) dsys_write(sk, pc, tgid, btf);
   else dsys_read(sk, regs, kind, ret, btf);
 }
@@ -165,7 +167,7 @@ static __always_inline void dsys_connect(struct sock *sk, const struct hr_dep_po
   if (st.slot) bpf_map_update_elem(&dep_connects, &key, &st, BPF_ANY);
 }
 
-static __always_inline void dep_sys_state(struct sock *sk, int newstate, const int btf) {
+static __always_inline void dep_sys_state(struct sock *sk, int newstate, const int btf, const int h2) {
   const struct hr_dep_port *pc = port_config(DSYS_SK(sk, btf, __sk_common.skc_dport));
   if (!pc) return; /* what other connections pay */
   if ((btf ? sk->sk_protocol : BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol)) != IPPROTO_TCP) return;
@@ -173,7 +175,7 @@ static __always_inline void dep_sys_state(struct sock *sk, int newstate, const i
     dsys_connect(sk, pc, btf);
     return;
   }
-  if (btf) dsys_h2_state(sk, newstate); /* before the connect's entry goes */
+  if (h2) dsys_h2_state(sk, newstate, btf); /* before the connect's entry goes */
   if (newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE && newstate != TCP_CLOSE_WAIT &&
       newstate != TCP_FIN_WAIT1)
     return;
@@ -198,13 +200,13 @@ static __always_inline void dep_sys_fork(__u32 parent, __u32 child) {
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(hr_dep_btf_sys_exit, struct pt_regs *regs, long ret) {
-  dep_sys_exit(regs, ret, 1);
+  dep_sys_exit(regs, ret, 1, 1);
   return 0;
 }
 
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(hr_dep_btf_sys_state, struct sock *sk, int oldstate, int newstate) {
-  dep_sys_state(sk, newstate, 1);
+  dep_sys_state(sk, newstate, 1, 1);
   return 0;
 }
 
@@ -216,13 +218,27 @@ int BPF_PROG(hr_dep_btf_sys_fork, struct task_struct *parent, struct task_struct
 
 SEC("raw_tp/sys_exit")
 int hr_dep_raw_sys_exit(struct bpf_raw_tracepoint_args *ctx) {
-  dep_sys_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0);
+  dep_sys_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0, 0);
   return 0;
 }
 
 SEC("raw_tp/inet_sock_set_state")
 int hr_dep_raw_sys_state(struct bpf_raw_tracepoint_args *ctx) {
-  dep_sys_state((struct sock *)ctx->args[0], (int)ctx->args[2], 0);
+  dep_sys_state((struct sock *)ctx->args[0], (int)ctx->args[2], 0, 0);
+  return 0;
+}
+
+/* The same with HTTP/2 (bpf_loop: 5.17+), loaded instead of those two when a
+ * dependency speaks it. */
+SEC("raw_tp/sys_exit")
+int hr_dep_raw_h2_sys_exit(struct bpf_raw_tracepoint_args *ctx) {
+  dep_sys_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0, 1);
+  return 0;
+}
+
+SEC("raw_tp/inet_sock_set_state")
+int hr_dep_raw_h2_sys_state(struct bpf_raw_tracepoint_args *ctx) {
+  dep_sys_state((struct sock *)ctx->args[0], (int)ctx->args[2], 0, 1);
   return 0;
 }
 

@@ -7,8 +7,8 @@
 //
 // Needs root (eBPF), a kernel with BTF and python3-grpcio; without them
 // every test skips, saying so. The socket programs walk the streams on 6.11+,
-// the syscall programs (HEADROOM_EBPF_PROGRAMS=syscalls, a ctest entry) on
-// 6.2+.
+// the syscall programs on older kernels (ctest runs these again with
+// HEADROOM_EBPF_PROGRAMS=syscalls and =raw).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -65,7 +65,7 @@ DependencySpec spec(uint16_t port, std::chrono::milliseconds target, std::chrono
 }
 
 // The probe, with the program set HEADROOM_EBPF_PROGRAMS names really
-// attached (ctest runs these with the socket set and the syscall set).
+// attached.
 #define OPEN_PROBE(var, specs)          \
   HR_OPEN_DEPENDENCY_PROBE(var, specs); \
   ASSERT_EQ(var.attach_kind(), testing::expected_kind())
