@@ -279,6 +279,9 @@ Result<int> DependencyProbe::Impl::load_row(const ProgramSetRow& row, bool arriv
     bpf_map__set_max_entries(obj->maps.deps, n);
     bpf_map__set_max_entries(obj->maps.dep_stats, n);
     if (!row.syscalls) bpf_map__set_max_entries(obj->maps.dep_procs, 1);
+    const bool http2 = std::any_of(specs.begin(), specs.end(),
+                                   [](const DependencySpec& d) { return d.protocol == DependencyProtocol::http2; });
+    if (!row.syscalls || !http2) bpf_map__set_max_entries(obj->maps.dep_sys_h2, 1);
     err = -dependency_bpf__load(obj);
   }
   libbpf_set_print(previous);
@@ -317,26 +320,14 @@ KernelFeatures kernel_features(const btf* vmlinux) {
   return {kernel_has_tracepoint(vmlinux, "sk_data_ready"), kernel_has_tracepoint(vmlinux, "tcp_sendmsg_locked")};
 }
 
-// Why no row can measure the dependencies: an HTTP/2 one needs the socket
-// set, which the kernel or HEADROOM_EBPF_PROGRAMS leaves out; or the
-// sockets set alone was asked for on a kernel without it.
-Error no_row_error(const std::vector<DependencySpec>& specs, ProgramSet choice, const KernelFeatures& kernel) {
-  const bool sockets_fit = kernel.sk_data_ready && kernel.tcp_sendmsg_locked;
-  const std::string lacks =
-      sockets_fit ? "HEADROOM_EBPF_PROGRAMS=" + std::string(program_set_name(choice)) + " leaves them out"
-                  : "this kernel (" + kernel_release() + ") lacks them";
-  const std::string needs = "Linux 6.11 or later (the tracepoints sock:inet_sock_set_state, tcp:tcp_sendmsg_locked "
-                            "and sock:sk_data_ready)";
-  for (std::size_t i = 0; i < specs.size(); ++i)
-    if (specs[i].protocol == DependencyProtocol::http2)
-      return Error{ENOTSUP, "dependency " + std::to_string(i + 1) + " (" + port_text(specs[i]) +
-                                ") has protocol = \"http2\", whose streams only the socket programs measure; they "
-                                "need " + needs + " and " + lacks +
-                                ". Upgrade the kernel (or unset HEADROOM_EBPF_PROGRAMS), or remove that "
-                                "[[dependency]]"};
-  return Error{ENOTSUP, "HEADROOM_EBPF_PROGRAMS=sockets: the dependency socket programs need " + needs + "; " + lacks +
-                            ". Unset HEADROOM_EBPF_PROGRAMS (the syscall programs measure dependencies on older "
-                            "kernels) or upgrade the kernel"};
+// Why no row can measure the dependencies: the sockets set alone was asked
+// for on a kernel without it (every other choice has syscall rows, whose
+// loading is the check).
+Error no_row_error() {
+  return Error{ENOTSUP, "HEADROOM_EBPF_PROGRAMS=sockets: the dependency socket programs need Linux 6.11 or later (the "
+                        "tracepoints sock:inet_sock_set_state, tcp:tcp_sendmsg_locked and sock:sk_data_ready); this "
+                        "kernel (" + kernel_release() + ") lacks them. Unset HEADROOM_EBPF_PROGRAMS (the syscall "
+                        "programs measure dependencies on older kernels) or upgrade the kernel"};
 }
 
 }  // namespace
@@ -359,7 +350,7 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
   const bool http2 = std::any_of(dependencies.begin(), dependencies.end(),
                                  [](const DependencySpec& d) { return d.protocol == DependencyProtocol::http2; });
   const ProgramSetPlan plan = plan_dependency_sets(options.programs, http2, kernel);
-  if (plan.tries.empty()) return no_row_error(dependencies, options.programs, kernel);
+  if (plan.tries.empty()) return no_row_error();
 
   auto impl = std::make_unique<Impl>();
   impl->specs = dependencies;
@@ -385,9 +376,11 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
                           "): headroomd needs CAP_BPF and CAP_PERFMON, or root"};
   if (err != 0)
     return Error{err, "cannot load the eBPF dependency programs (" + failures + "kernel says: " + log_tail() +
-                          "); dependencies need BTF tracepoints (kernel 6.2+) or raw tracepoints (5.5+, with BTF)"};
+                          "); dependencies need BTF tracepoints (kernel 6.2+) or raw tracepoints (5.5+, with BTF" +
+                          (http2 ? "; 5.17+ with an HTTP/2 dependency: bpf_loop" : "") + ")"};
   // The HTTP/2 walk's per-CPU scratch (2 entries) and counters; an HTTP/2
-  // connection adds its socket storage (sizeof(hr_dep_h2)) while it lives.
+  // connection adds its state (sizeof(hr_dep_h2): socket storage, or an
+  // entry of dep_sys_h2 in the syscall set) while it lives.
   const uint64_t h2_bytes = (2ull * bpf_map__value_size(impl->obj->maps.dep_h2_walk) + sizeof(hr_dep_h2_stats)) *
                             static_cast<uint64_t>(ncpu);
   const uint64_t procs_bytes = bpf_map__max_entries(impl->obj->maps.dep_procs) * (sizeof(__u32) + 8 + 64);

@@ -13,7 +13,7 @@
 // 5xx or non-zero grpc-status. The socket program set times the answer's
 // arrival; the syscall set, on kernels before 6.11, starts a call at the
 // write's exit and ends it at the arrival (6.6+) or at the client's read,
-// and measures no HTTP/2 (open() refuses it there).
+// an HTTP/2 stream at the client's read (with raw tracepoints, 5.17+).
 #pragma once
 
 #include <netinet/in.h>

@@ -22,6 +22,9 @@ bool has_socket_tracepoints(const KernelFeatures& k) { return k.sk_data_ready &&
 
 constexpr std::string_view kSocketKernel = "needs sock:sk_data_ready and tcp:tcp_sendmsg_locked (kernel 6.11+)";
 
+// The raw tracepoint dependency row with the HTTP/2 walk: its first program.
+constexpr std::string_view kRawHttp2Exit = "hr_dep_raw_h2_sys_exit";
+
 void skip_row(ProgramSetPlan& plan, const ProgramSetRow& row, std::string_view why) {
   plan.skipped += std::string(row.kind) + ": " + std::string(why) + "; ";
   plan.skipped_err = ENOTSUP;
@@ -101,6 +104,9 @@ const std::vector<ProgramSetRow>& dependency_set_rows() {
                   bit(ProgramSet::automatic) | bit(ProgramSet::syscalls)),
       syscall_row("raw_tp syscalls", {"hr_dep_raw_sys_exit", "hr_dep_raw_sys_state", "hr_dep_raw_sys_fork"}, {},
                   bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::raw)),
+      // The same with the HTTP/2 walk, for when a dependency speaks it.
+      syscall_row("raw_tp syscalls", {kRawHttp2Exit, "hr_dep_raw_h2_sys_state", "hr_dep_raw_sys_fork"}, {},
+                  bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::raw)),
   };
   return rows;
 }
@@ -151,10 +157,8 @@ ProgramSetPlan plan_dependency_sets(ProgramSet choice, bool http2, const KernelF
   ProgramSetPlan plan;
   for (const auto& row : dependency_set_rows()) {
     if (!offered_and_fits(plan, row, choice, kernel)) continue;
-    if (!row.sockets && http2) {
-      skip_row(plan, row, "a dependency has protocol = \"http2\", whose streams only the socket programs walk");
-      continue;
-    }
+    // The raw programs of the other kind: not a choice, nothing to say.
+    if (row.kind == "raw_tp syscalls" && (row.programs[0] == kRawHttp2Exit) != http2) continue;
     plan.tries.push_back(&row);
   }
   return plan;

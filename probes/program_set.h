@@ -94,7 +94,9 @@ const std::vector<ProgramSetRow>& dependency_set_rows();
 
 // The dependency rows to try for `choice`, best first, and why the others of
 // the choice were skipped, as plan_program_sets says it. http2: a
-// dependency speaks HTTP/2, whose streams only the socket set walks.
+// dependency speaks HTTP/2, whose streams every set walks; the raw
+// tracepoint programs come twice, with the walk (bpf_loop: 5.17+) for it,
+// without (5.5+) otherwise, and the plan holds the one that fits.
 ProgramSetPlan plan_dependency_sets(ProgramSet choice, bool http2, const KernelFeatures& kernel);
 
 // The HR_SET_* (endpoint_abi.h) that measures a port under `row`.

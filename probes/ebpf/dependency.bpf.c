@@ -425,7 +425,8 @@ static __always_inline void dep_arrival(struct sock *sk) {
   struct hr_dep_call *e = find_call(sk); /* the storage's slot goes stale: the next write sees it */
   if (!e) return;
   const __u32 rcv = rcv_nxt(sk);
-  if ((e->flags & HR_DEP_F_CONNECT) || rcv == e->rcv_start) return;
+  /* a connect's slot; an HTTP/2 stream's of the syscall set, which ends it at the reads */
+  if ((e->flags & (HR_DEP_F_CONNECT | HR_DEP_F_STREAM)) || rcv == e->rcv_start) return;
   const __u32 dep = e->dep;
   const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
   const __u32 answer = d && d->proto == HR_DEP_PROTO_HTTP1 ? answer_status(sk, rcv - e->rcv_start) : 0;

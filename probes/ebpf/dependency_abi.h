@@ -102,6 +102,7 @@ struct hr_dep_call {
 #define HR_DEP_PROTO_HTTP2 2
 #define HR_DEP_F_STREAM 2    /* an HTTP/2 stream in flight; rcv_start holds its id */
 #define HR_DEP_H2_STREAMS 64 /* streams in flight measured per connection */
+#define HR_DEP_H2_BLOCK 256  /* server header block bytes read (a longer one: hpack lost) */
 
 struct hr_dep_h2_stream {
   __u32 sid;  /* stream id, 0: free; with the top bit: answered, its trailers to come (not in flight) */
@@ -110,10 +111,10 @@ struct hr_dep_h2_stream {
 
 struct hr_dep_h2 {
   struct hr_h2_dir out; /* the client's frames, from its writes */
-  struct hr_h2_dir in;  /* the server's frames, from the arrived bytes */
+  struct hr_h2_dir in;  /* the server's frames, from the arrived bytes (syscalls: the reads) */
   __u32 dep;            /* dependency index */
   __u32 snd_end;        /* write_seq up to which the writes were walked */
-  __u32 rcv_seen;       /* rcv_nxt up to which the arrivals were walked */
+  __u32 rcv_seen;       /* rcv_nxt up to which the arrivals were walked (syscalls: copied_seq, the reads) */
   __u32 last_sid;       /* the highest stream id the client opened */
   /* The server's HPACK encoder, followed as the endpoint side follows it
    * (struct hr_h2_conn): the entries it inserted, and for the latest
@@ -123,11 +124,20 @@ struct hr_dep_h2 {
   __u32 inserts;
   __u32 hpack_lost;
   __u32 fin; /* the server's FIN was counted: it took a sequence number, not a byte */
-  __u32 pad;
+  __u32 ahead; /* the highest stream id the server's frames named before the client's walk saw it open */
   __u64 grpc_status_name[HR_H2_RING / 64];
   __u64 error_entry[HR_H2_RING / 64];        /* :status 5xx or grpc-status not OK */
   __u64 client_error_entry[HR_H2_RING / 64]; /* :status 4xx */
   struct hr_dep_h2_stream s[HR_DEP_H2_STREAMS];
+  /* A server header block that runs past the piece its frame header is in
+   * (a read that ends there): its stream, flags and length (0: none), and its
+   * bytes so far; twice the block: a masked position plus a bounded length
+   * stays inside. */
+  __u32 blk_sid;
+  __u32 blk_flags;
+  __u32 blk_len;
+  __u32 blk_have;
+  __u8 blk[2 * HR_DEP_H2_BLOCK];
 };
 
 /* dep_h2_stats per-CPU array, one entry: how the HTTP/2 walks fared. */

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* HTTP/2 dependencies (gRPC clients, cleartext), for dependency.bpf.c, which
  * includes this after its helpers and calls the three hooks below before
- * its own. A call is a stream:
+ * its own; the syscall set feeds the same walk (dh2_begin, dh2_walk) from
+ * the syscalls' buffers (dependency_http2_syscalls.bpf.h). A call is a
+ * stream:
  *
  *   client HEADERS, new odd stream id     a call starts (tcp_sendmsg_locked,
  *                                         the frames read in the user's iovecs)
@@ -24,7 +26,7 @@
 #include "h2_frame.bpf.h"
 
 #define DH2_STEPS 512 /* steps per piece: a skip or a frame header, ~2 per frame */
-#define DH2_BLOCK 256 /* server header block bytes read (a longer one: hpack lost) */
+#define DH2_BLOCK HR_DEP_H2_BLOCK /* server header block bytes read (a longer one: hpack lost) */
 #define DH2_FIELDS 32 /* header fields walked per block */
 #define DH2_ANSWERED 0x80000000u /* in hr_dep_h2_stream.sid: answered, its trailers to come */
 
@@ -46,18 +48,20 @@ struct {
   __type(value, struct hr_dep_h2_stats);
 } dep_h2_stats SEC(".maps");
 
-/* One walk's numbers, per CPU: entry 0 for writes, 1 for arrivals (an
- * arrival's program may interrupt a write's on the same CPU). In map memory:
- * the verifier keeps no exact range for them between a loop's steps. */
+/* One walk's numbers, per CPU: entry 0 for writes, 1 for arrivals and
+ * reads (an arrival's program may interrupt a write's on the same CPU). In
+ * map memory: the verifier keeps no exact range for them between a loop's
+ * steps. */
 struct dh2_v {
   __u64 base; /* where the current segment's unwalked bytes are */
-  __u64 iov;  /* the next iovec (kernel address) */
+  __u64 iov;  /* the next iovec */
   __u64 now;
   __u64 sk;
   __u32 seg;      /* bytes left in the current segment */
   __u32 left;     /* bytes of the piece not walked yet */
   __u32 iov_left; /* iovecs not loaded yet */
   __u32 kernel;   /* 1: kernel memory (arrivals), 0: the writer's memory */
+  __u32 uiov;     /* 1: the iovecs are in the user's memory (syscalls), 0: the kernel's */
   __u32 discard;  /* bytes at the start walked before (a write sent again) */
   __u32 out;      /* 1: the client's side */
   __u32 hash;     /* the connection's position in calls */
@@ -133,8 +137,9 @@ static __always_inline void dh2_open(struct dh2_walk *w, __u32 sid) {
   struct dh2_v *v = w->v;
   w->c->last_sid = sid;
   /* While the server's side is not synced its answers cannot be read: such
-   * a stream would stay in flight for good. */
-  if (!w->c->in.synced) return;
+   * a stream would stay in flight for good; so would one whose answer was
+   * walked already (dh2_frame). */
+  if (!w->c->in.synced || sid <= w->c->ahead) return;
   struct hr_dep_h2_stream *s = &w->c->s[(sid >> 1) & (HR_DEP_H2_STREAMS - 1)];
   if (s->sid && !(s->sid & DH2_ANSWERED)) {
     DH2_STAT(w->st, dropped);
@@ -211,166 +216,29 @@ static __always_inline void dh2_release_all(struct hr_dep_h2 *c, __u64 sk, int h
   bpf_loop(HR_DEP_H2_STREAMS, dh2_release_one, &x, 0);
 }
 
+/* The next iovec of a piece, not taken yet: 0, else none. */
+static __always_inline long dh2_peek_iovec(const struct dh2_v *v, struct iovec *io) {
+  if (!v->iov_left) return -1;
+  return v->uiov ? bpf_probe_read_user(io, sizeof *io, (const void *)v->iov)
+                 : bpf_probe_read_kernel(io, sizeof *io, (const void *)v->iov);
+}
+
 static __always_inline long dh2_read(const struct dh2_v *v, void *dst, __u32 n) {
   return v->kernel ? bpf_probe_read_kernel(dst, n, (const void *)v->base)
                    : bpf_probe_read_user(dst, n, (const void *)v->base);
 }
 
-/* ---- the server's header blocks (RFC 7541), walked field by field
- * without decoding strings: a literal's name and value are compared with
- * "grpc-status", "0" and "5.." raw and Huffman-coded, and the server's
- * dynamic table is followed by counting its insertions. Bytes are read at
- * masked positions (past the block's end they read scratch), and the
- * position is checked against the end once per field. */
-
-#define DBLK(v, p) ((__u32)(v)->b[(p) & (DH2_BLOCK - 1)])
-
-/* An HPACK integer with a prefix of `mask` bits at p (RFC 7541, 5.1), with
- * up to two continuation bytes, else ~0u; returns the position after it. */
-static __always_inline __u32 dh2_int(const struct dh2_v *v, __u32 p, __u32 mask, __u32 *out) {
-  __u32 x = DBLK(v, p) & mask;
-  p++;
-  if (x == mask) {
-    const __u32 c1 = DBLK(v, p), c2 = DBLK(v, p + 1);
-    p++;
-    x += c1 & 0x7f;
-    if (c1 & 0x80) {
-      p++;
-      x = (c2 & 0x80) ? ~0u : x + ((c2 & 0x7f) << 7);
-    }
-  }
-  *out = x;
-  return p;
-}
-
-static __always_inline __u64 dh2_word(const struct dh2_v *v, __u32 p) {
-  __u64 x;
-  __builtin_memcpy(&x, &v->b[p & (DH2_BLOCK - 1)], sizeof x);
-  return x;
-}
-
-/* "grpc-status" raw (bytes 0-7 and 3-10, little-endian words) and
- * Huffman-coded (RFC 7541 appendix B). */
-#define DH2_GRPC_STATUS_RAW0 0x6174732d63707267ull
-#define DH2_GRPC_STATUS_RAW3 0x7375746174732d63ull
-#define DH2_GRPC_STATUS_HUFF 0x8fda3412b2c8ca9aull
-
-static __always_inline void dh2_ring_set(__u64 *ring, __u32 k, __u32 on) {
-  const __u64 bit = 1ull << (k & 63);
-  const __u32 i = (k >> 6) & (HR_H2_RING / 64 - 1);
-  ring[i] = (ring[i] & ~bit) | (on ? bit : 0);
-}
-
-/* Whether index idx (>= 62: the dynamic table) names an entry whose bit is
- * set in ring; 0 when the table is not known. */
-static __always_inline __u32 dh2_dynamic(const struct hr_dep_h2 *c, const __u64 *ring, __u32 idx) {
-  const __u32 back = idx - 62;
-  if (idx < 62 || c->hpack_lost || back >= c->inserts || back >= HR_H2_RING) return 0;
-  const __u32 k = c->inserts - 1 - back;
-  return (ring[(k >> 6) & (HR_H2_RING / 64 - 1)] >> (k & 63)) & 1;
-}
-
-static long dh2_field(__u32 i, void *ctx) {
-  struct dh2_walk *w = ctx;
-  struct dh2_v *v = w->v;
-  struct hr_dep_h2 *c = w->c;
-  __u32 p = v->bp, idx;
-  if (p >= v->bend || v->bbroken) return 1;
-  const __u32 first = DBLK(v, p);
-  if (first & 0x80) { /* indexed: static ":status 500" (400, 404), or an entry that meant an error */
-    v->bp = dh2_int(v, p, 0x7f, &idx);
-    if (idx == 14 || dh2_dynamic(c, c->error_entry, idx)) v->berror |= HR_DEP_ERR_5XX;
-    else if (idx == 12 || idx == 13 || dh2_dynamic(c, c->client_error_entry, idx)) v->berror |= HR_DEP_ERR_4XX;
-    return 0;
-  }
-  if ((first & 0xe0) == 0x20) { /* a table size update: evictions only */
-    v->bp = dh2_int(v, p, 0x1f, &idx);
-    return 0;
-  }
-  const __u32 insert = first & 0x40;
-  p = dh2_int(v, p, insert ? 0x3f : 0x0f, &idx);
-  __u32 grpc = 0, status = idx >= 8 && idx <= 14; /* the static :status entries */
-  if (idx == 0) { /* a literal name */
-    const __u32 huff = DBLK(v, p) & 0x80;
-    __u32 len;
-    p = dh2_int(v, p, 0x7f, &len);
-    if (huff) grpc = len == 8 && dh2_word(v, p) == DH2_GRPC_STATUS_HUFF;
-    else grpc = len == 11 && dh2_word(v, p) == DH2_GRPC_STATUS_RAW0 && dh2_word(v, p + 3) == DH2_GRPC_STATUS_RAW3;
-    p += len & 0xffff;
-  } else {
-    grpc = dh2_dynamic(c, c->grpc_status_name, idx);
-  }
-  const __u32 vhuff = DBLK(v, p) & 0x80;
-  __u32 vlen;
-  p = dh2_int(v, p, 0x7f, &vlen);
-  const __u32 v0 = DBLK(v, p);
-  p += vlen & 0xffff;
-  if (p > v->bend || idx == ~0u || vlen == ~0u) {
-    v->bbroken = 1;
-    return 1;
-  }
-  v->bp = p;
-  /* grpc-status other than "0" (Huffman "0": the byte 0x07); :status 5xx and
-   * 4xx (a Huffman '5' is the 6 bits 011011, a '4' 011010) */
-  const __u32 zero = vhuff ? 0x07 : '0';
-  const __u32 err = (grpc && vlen && !(vlen == 1 && v0 == zero)) ||
-                    (status && vlen && (vhuff ? (v0 >> 2) == 0x1b : v0 == '5'));
-  const __u32 err4 = status && vlen && (vhuff ? (v0 >> 2) == 0x1a : v0 == '4');
-  if (err) v->berror |= HR_DEP_ERR_5XX;
-  if (err4) v->berror |= HR_DEP_ERR_4XX;
-  if (insert) {
-    const __u32 k = c->inserts++;
-    dh2_ring_set(c->grpc_status_name, k, grpc);
-    dh2_ring_set(c->error_entry, k, err);
-    dh2_ring_set(c->client_error_entry, k, err4);
-  }
-  return 0;
-}
-
-static __always_inline void dh2_hpack_lost(struct dh2_walk *w) {
-  if (!w->c->hpack_lost) DH2_STAT(w->st, hpack_lost);
-  w->c->hpack_lost = 1;
-}
-
-/* What the server's HEADERS block of len bytes at the walk's position says
- * of the call: HR_DEP_ERR_5XX, HR_DEP_ERR_4XX or 0. Read when it lies whole
- * in this piece. */
-static __always_inline __u32 dh2_block_error(struct dh2_walk *w, __u32 len, __u8 flags) {
-  struct dh2_v *v = w->v;
-  if (len == 0) return 0;
-  if (!(flags & H2_F_END_HEADERS) || len > DH2_BLOCK || len > v->seg) {
-    dh2_hpack_lost(w); /* continued, too long, or split between pieces */
-    return 0;
-  }
-  __u64 n = len;
-  barrier_var(n);
-  if (n > DH2_BLOCK) n = DH2_BLOCK;
-  if (n == 0 || dh2_read(v, v->b, (__u32)n)) {
-    dh2_hpack_lost(w);
-    return 0;
-  }
-  __u32 p = 0, end = len;
-  if (flags & H2_F_PADDED) {
-    const __u32 pad = DBLK(v, 0);
-    p = 1;
-    end = len > pad ? len - pad : 0;
-  }
-  if (flags & H2_F_PRIORITY) p += 5;
-  v->bp = p;
-  v->bend = end;
-  v->berror = 0;
-  v->bbroken = p > end;
-  bpf_loop(DH2_FIELDS, dh2_field, w, 0);
-  if (v->bbroken || v->bp < v->bend) dh2_hpack_lost(w);
-  return v->berror;
-}
+/* ---- the server's header blocks */
+#include "dependency_http2_hpack.bpf.h"
 
 /* ---- the walk */
 
 static __always_inline void dh2_lost(struct dh2_walk *w) {
   w->d->synced = 0;
   DH2_STAT(w->st, desyncs);
-  if (!w->v->out) w->v->drop = 1;
+  if (w->v->out) return;
+  w->v->drop = 1;
+  w->c->blk_len = 0; /* a header block being gathered: its bytes are lost too */
 }
 
 static __always_inline void dh2_advance(struct dh2_v *v, __u32 n) {
@@ -379,10 +247,10 @@ static __always_inline void dh2_advance(struct dh2_v *v, __u32 n) {
   v->left -= n;
 }
 
-/* The next iovec of a write. */
+/* The next iovec of a piece. */
 static __always_inline int dh2_next_segment(struct dh2_v *v) {
   struct iovec io = {};
-  if (!v->iov_left || bpf_probe_read_kernel(&io, sizeof io, (const void *)v->iov)) return 0;
+  if (dh2_peek_iovec(v, &io)) return 0;
   v->iov += sizeof io;
   v->iov_left--;
   v->base = (__u64)io.iov_base;
@@ -406,8 +274,14 @@ static __always_inline void dh2_frame(struct dh2_walk *w) {
     /* A HEADERS frame on a stream the client opened before is its trailers. */
     if (type == H2_HEADERS && (sid & 1) && sid > w->c->last_sid) dh2_open(w, sid);
     else if (type == H2_RST_STREAM) dh2_end(w, sid, END_RESET);
-  } else if (type == H2_HEADERS) {
-    dh2_answer(w, sid, flags, dh2_block_error(w, len, flags));
+    return;
+  }
+  /* The server on a stream the client's walk has not seen open: the syscall
+   * set walks a write at its exit, and another thread may read the answer
+   * before that; the stream is not timed (dh2_open). */
+  if ((sid & 1) && sid > w->c->last_sid && sid > w->c->ahead) w->c->ahead = sid;
+  if (type == H2_HEADERS) {
+    dh2_headers(w, sid, flags, len);
   } else if (type == H2_DATA) {
     dh2_end(w, sid, END_ANSWER);
   } else if (type == H2_CONTINUATION) {
@@ -432,6 +306,7 @@ static long dh2_step(__u32 i, void *ctx) {
   if (v->discard || d->skip) {
     const __u32 want = v->discard ? v->discard : d->skip;
     const __u32 n = want < v->seg ? want : v->seg;
+    if (!v->discard && !v->out && w->c->blk_len) dh2_block_more(w, n);
     dh2_advance(v, n);
     if (v->discard) v->discard -= n;
     else d->skip -= n;
@@ -489,15 +364,19 @@ static __always_inline int dh2_sync(struct dh2_walk *w) {
   return 1;
 }
 
-/* Walks the piece set up in w->v. */
+/* Walks the piece set up in w->v (a server's side lost before it, too, gives
+ * up its streams). */
 static __always_inline void dh2_walk(struct dh2_walk *w) {
-  if (!w->d->synced && !dh2_sync(w)) return;
-  bpf_loop(DH2_STEPS, dh2_step, w, 0);
-  if (w->v->left && w->d->synced) dh2_lost(w); /* out of steps */
+  if (w->d->synced || dh2_sync(w)) {
+    bpf_loop(DH2_STEPS, dh2_step, w, 0);
+    if (w->v->left && w->d->synced) dh2_lost(w); /* out of steps */
+  }
   if (w->v->drop) dh2_release_all(w->c, w->v->sk, -1, w->st);
 }
 
-static __always_inline struct dh2_v *dh2_begin(struct dh2_walk *w, struct sock *sk, struct hr_dep_h2 *c, __u32 out) {
+/* Sets up a walk of connection sk (hash: its skc_hash) in direction out. */
+static __always_inline struct dh2_v *dh2_begin(struct dh2_walk *w, __u64 sk, __u32 hash, struct hr_dep_h2 *c,
+                                               __u32 out) {
   const __u32 zero = 0;
   w->c = c;
   w->d = out ? &c->out : &c->in;
@@ -506,10 +385,10 @@ static __always_inline struct dh2_v *dh2_begin(struct dh2_walk *w, struct sock *
   w->v = v;
   if (!v) return 0;
   __builtin_memset(v, 0, __builtin_offsetof(struct dh2_v, b));
-  v->sk = (__u64)sk;
+  v->sk = sk;
   v->now = bpf_ktime_get_ns();
   v->out = out;
-  v->hash = sk->__sk_common.skc_hash;
+  v->hash = hash;
   return v;
 }
 
@@ -538,7 +417,7 @@ static __always_inline int dep_h2_write(struct sock *sk, const struct msghdr *ms
   if (behind >= (__s32)left) return 1;
   c->snd_end = ws + left;
   struct dh2_walk w;
-  struct dh2_v *v = dh2_begin(&w, sk, c, 1);
+  struct dh2_v *v = dh2_begin(&w, (__u64)sk, sk->__sk_common.skc_hash, c, 1);
   if (!v) return 1;
   if (behind < 0 && w.d->synced) dh2_lost(&w); /* bytes sent that the walk did not see */
   v->left = left;
@@ -580,7 +459,7 @@ static __always_inline int dep_h2_arrival(struct sock *sk) {
   }
   if (n == 0) return 1;
   struct dh2_walk w;
-  struct dh2_v *v = dh2_begin(&w, sk, c, 0);
+  struct dh2_v *v = dh2_begin(&w, (__u64)sk, sk->__sk_common.skc_hash, c, 0);
   if (!v) return 1;
   const __u64 at = n < (1u << 24) ? arrived_bytes(sk, n) : 0;
   if (!at) { /* not readable: a payload's bytes, or the server's side is lost */

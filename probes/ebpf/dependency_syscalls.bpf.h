@@ -28,8 +28,10 @@
  * position (copied_seq) there, not rcv_nxt: on loopback the answer can reach
  * the socket before the write returns, announced when no call was in flight;
  * the read of those bytes then ends the call, so none is left in flight and
- * none counted twice. HTTP/2 dependencies are refused by the loader: their
- * streams are walked by the socket set only. */
+ * none counted twice. HTTP/2 dependencies: their streams are walked from the
+ * syscalls' buffers, the server's side at the reads
+ * (dependency_http2_syscalls.bpf.h; raw tracepoints: programs of their own,
+ * 5.17+). */
 #ifndef HEADROOM_PROBES_EBPF_DEPENDENCY_SYSCALLS_BPF_H
 #define HEADROOM_PROBES_EBPF_DEPENDENCY_SYSCALLS_BPF_H
 
@@ -61,8 +63,7 @@ struct {
 #define DSYS_SK(sk, btf, field) ((btf) ? (sk)->field : BPF_CORE_READ((sk), field))
 
 /* Which dependency the socket's peer is (dep_of, for either kind of
- * pointer), with its entry in *d; HR_NO_DEP when none, or one the syscall
- * set does not measure (HTTP/2). */
+ * pointer), with its entry in *d; HR_NO_DEP when none. */
 static __always_inline __u32 dsys_dep(const struct sock *sk, const struct hr_dep_port *pc, const int btf,
                                       const struct hr_dep **d) {
   __u32 dep = pc->any_dep;
@@ -75,7 +76,7 @@ static __always_inline __u32 dsys_dep(const struct sock *sk, const struct hr_dep
     dep = dep_of_peer(pc, a[0], a[1], a[2], a[3]);
   }
   *d = bpf_map_lookup_elem(&deps, &dep);
-  if (!*d || (*d)->proto == HR_DEP_PROTO_HTTP2) return HR_NO_DEP;
+  if (!*d) return HR_NO_DEP;
   return dep;
 }
 
@@ -109,7 +110,8 @@ static __always_inline void dsys_write(struct sock *sk, const struct hr_dep_port
  * status line, when the read began at the answer's first byte. */
 static __always_inline void dsys_read(struct sock *sk, struct pt_regs *regs, __u32 kind, long ret, const int btf) {
   struct hr_dep_call *e = find_call_from((__u64)sk, dsys_position(sk, btf));
-  if (!e || (e->flags & HR_DEP_F_CONNECT)) return; /* a connect's slot can sit near the hash position */
+  /* a connect's slot, or an HTTP/2 stream's, can sit near the hash position */
+  if (!e || (e->flags & (HR_DEP_F_CONNECT | HR_DEP_F_STREAM))) return;
   __u32 copied, rcv;
   tcp_seqs((__u64)sk, btf, &copied, &rcv);
   const __u32 start = e->rcv_start;
@@ -127,7 +129,12 @@ static __always_inline void dsys_read(struct sock *sk, struct pt_regs *regs, __u
   end_call(e, 0, END_ANSWER, answer, 0); /* the write's time: no send stamp (call_began) */
 }
 
-static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const int btf) {
+/* HTTP/2 dependencies: streams (dsys_h2, dsys_h2_state), in the programs
+ * with a constant h2 (the loader picks the raw ones without it unless a
+ * dependency speaks HTTP/2). */
+#include "dependency_http2_syscalls.bpf.h"
+
+static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const int btf, const int h2) {
   if (ret <= 0) return;
   __u32 dir, kind;
   if (!syscall_io(btf ? HR_SYSCALL_NR(regs) : HR_SYSCALL_NR_CORE(regs), &dir, &kind)) return;
@@ -138,6 +145,7 @@ static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const i
   if (!sk) return;
   const struct hr_dep_port *pc = port_config(DSYS_SK(sk, btf, __sk_common.skc_dport));
   if (!pc) return;
+  if (h2 && dsys_h2(sk, pc, regs, dir, kind, ret, tgid, btf)) return;
   if (dir == DIR_OUT) dsys_write(sk, pc, tgid, btf);
   else dsys_read(sk, regs, kind, ret, btf);
 }
@@ -159,7 +167,7 @@ static __always_inline void dsys_connect(struct sock *sk, const struct hr_dep_po
   if (st.slot) bpf_map_update_elem(&dep_connects, &key, &st, BPF_ANY);
 }
 
-static __always_inline void dep_sys_state(struct sock *sk, int newstate, const int btf) {
+static __always_inline void dep_sys_state(struct sock *sk, int newstate, const int btf, const int h2) {
   const struct hr_dep_port *pc = port_config(DSYS_SK(sk, btf, __sk_common.skc_dport));
   if (!pc) return; /* what other connections pay */
   if ((btf ? sk->sk_protocol : BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol)) != IPPROTO_TCP) return;
@@ -167,6 +175,7 @@ static __always_inline void dep_sys_state(struct sock *sk, int newstate, const i
     dsys_connect(sk, pc, btf);
     return;
   }
+  if (h2) dsys_h2_state(sk, newstate, btf); /* before the connect's entry goes */
   if (newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE && newstate != TCP_CLOSE_WAIT &&
       newstate != TCP_FIN_WAIT1)
     return;
@@ -174,7 +183,7 @@ static __always_inline void dep_sys_state(struct sock *sk, int newstate, const i
   struct hr_dep_sk *st = bpf_map_lookup_elem(&dep_connects, &key);
   struct hr_dep_call *e = st && st->slot ? call_of(sk, st) : 0;
   if (!e) e = find_call_from(key, dsys_position(sk, btf));
-  if (e) {
+  if (e && !(e->flags & HR_DEP_F_STREAM)) { /* a stream's slot near the hash position: dsys_h2_state's */
     __u32 copied = 0, rcv = 0;
     if (newstate == TCP_CLOSE_WAIT) tcp_seqs(key, btf, &copied, &rcv);
     state_ends(e, st, newstate, rcv, 0);
@@ -191,13 +200,13 @@ static __always_inline void dep_sys_fork(__u32 parent, __u32 child) {
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(hr_dep_btf_sys_exit, struct pt_regs *regs, long ret) {
-  dep_sys_exit(regs, ret, 1);
+  dep_sys_exit(regs, ret, 1, 1);
   return 0;
 }
 
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(hr_dep_btf_sys_state, struct sock *sk, int oldstate, int newstate) {
-  dep_sys_state(sk, newstate, 1);
+  dep_sys_state(sk, newstate, 1, 1);
   return 0;
 }
 
@@ -209,13 +218,27 @@ int BPF_PROG(hr_dep_btf_sys_fork, struct task_struct *parent, struct task_struct
 
 SEC("raw_tp/sys_exit")
 int hr_dep_raw_sys_exit(struct bpf_raw_tracepoint_args *ctx) {
-  dep_sys_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0);
+  dep_sys_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0, 0);
   return 0;
 }
 
 SEC("raw_tp/inet_sock_set_state")
 int hr_dep_raw_sys_state(struct bpf_raw_tracepoint_args *ctx) {
-  dep_sys_state((struct sock *)ctx->args[0], (int)ctx->args[2], 0);
+  dep_sys_state((struct sock *)ctx->args[0], (int)ctx->args[2], 0, 0);
+  return 0;
+}
+
+/* The same with HTTP/2 (bpf_loop: 5.17+), loaded instead of those two when a
+ * dependency speaks it. */
+SEC("raw_tp/sys_exit")
+int hr_dep_raw_h2_sys_exit(struct bpf_raw_tracepoint_args *ctx) {
+  dep_sys_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0, 1);
+  return 0;
+}
+
+SEC("raw_tp/inet_sock_set_state")
+int hr_dep_raw_h2_sys_state(struct bpf_raw_tracepoint_args *ctx) {
+  dep_sys_state((struct sock *)ctx->args[0], (int)ctx->args[2], 0, 1);
   return 0;
 }
 

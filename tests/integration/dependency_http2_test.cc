@@ -5,8 +5,10 @@
 // (tests/http2/grpc_peer.py), and what the probe counts on the calling side
 // is compared with what the client measured for each call.
 //
-// Needs root (eBPF), a kernel with BTF and the socket tracepoints (6.11+)
-// and python3-grpcio; without them every test skips, saying so.
+// Needs root (eBPF), a kernel with BTF and python3-grpcio; without them
+// every test skips, saying so. The socket programs walk the streams on 6.11+,
+// the syscall programs on older kernels (ctest runs these again with
+// HEADROOM_EBPF_PROGRAMS=syscalls and =raw).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -62,7 +64,11 @@ DependencySpec spec(uint16_t port, std::chrono::milliseconds target, std::chrono
   return testing::dependency_spec(port, target, max, DependencyProtocol::http2);
 }
 
-#define OPEN_PROBE(var, specs) HR_OPEN_DEPENDENCY_PROBE(var, specs)
+// The probe, with the program set HEADROOM_EBPF_PROGRAMS names really
+// attached.
+#define OPEN_PROBE(var, specs)          \
+  HR_OPEN_DEPENDENCY_PROBE(var, specs); \
+  ASSERT_EQ(var.attach_kind(), testing::expected_kind())
 
 DependencySnapshot snap(DependencyProbe& p) { return testing::read_now(p); }
 

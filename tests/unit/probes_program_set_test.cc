@@ -170,24 +170,34 @@ TEST(ProgramSetRows, NameOnlyProgramsOfTheObject) {
 }
 
 // The dependency probe's rows: the socket set where the kernel has it, else
-// the syscall set; HTTP/2 only with the socket set.
+// the syscall set; HTTP/2 with each, the raw programs of the HTTP/2 kind.
 TEST(DependencySetPlan, TriesTheRowsThatFitBestFirst) {
-  constexpr std::string_view kH2Why = "a dependency has protocol = \"http2\", whose streams only the socket programs walk; ";
   const std::vector<PlanCaseOf<bool>> cases{
       {"auto, 6.11", ProgramSet::automatic, false, kKernel611, {kSockets, kBtf, kRaw}, ""},
-      {"auto, 6.11, http2: sockets only", ProgramSet::automatic, true, kKernel611, {kSockets},
-       why(kBtf, kH2Why) + why(kRaw, kH2Why)},
+      {"auto, 6.11, http2", ProgramSet::automatic, true, kKernel611, {kSockets, kBtf, kRaw}, ""},
       {"auto, 6.6: the syscall set", ProgramSet::automatic, false, kKernel66, {kBtf, kRaw}, why(kSockets, kKernelWhy)},
-      {"auto, old kernel, http2: nothing fits", ProgramSet::automatic, true, kKernelOld, {},
-       why(kSockets, kKernelWhy) + why(kBtf, kH2Why) + why(kRaw, kH2Why)},
+      {"auto, old kernel, http2: the syscall set", ProgramSet::automatic, true, kKernelOld, {kBtf, kRaw},
+       why(kSockets, kKernelWhy)},
       {"sockets, 6.11", ProgramSet::sockets, false, kKernel611, {kSockets}, ""},
       {"sockets, 6.6: nothing fits", ProgramSet::sockets, false, kKernel66, {}, why(kSockets, kKernelWhy)},
       {"syscalls, 6.11", ProgramSet::syscalls, false, kKernel611, {kBtf, kRaw}, ""},
-      {"syscalls, http2: nothing fits", ProgramSet::syscalls, true, kKernel611, {},
-       why(kBtf, kH2Why) + why(kRaw, kH2Why)},
+      {"syscalls, http2", ProgramSet::syscalls, true, kKernel611, {kBtf, kRaw}, ""},
+      {"raw, http2", ProgramSet::raw, true, kKernel611, {kRaw}, ""},
       {"raw, old kernel", ProgramSet::raw, false, kKernelOld, {kRaw}, ""},
   };
   for (const auto& c : cases) expect_plan(plan_dependency_sets(c.choice, c.needs, c.kernel), c.tries, c.skipped, c.what);
+}
+
+// The raw tracepoint programs come twice: the plan holds those with the
+// HTTP/2 walk (bpf_loop, 5.17+) only when a dependency speaks HTTP/2, so
+// that the others still load from 5.5.
+TEST(DependencySetPlan, TakesTheRawProgramsWithTheHttp2WalkOnlyForHttp2) {
+  for (const bool http2 : {false, true}) {
+    const auto plan = plan_dependency_sets(ProgramSet::raw, http2, kKernelOld);
+    ASSERT_EQ(plan.tries.size(), 1u) << http2;
+    EXPECT_EQ(plan.tries[0]->programs[0], http2 ? "hr_dep_raw_h2_sys_exit" : "hr_dep_raw_sys_exit");
+    EXPECT_EQ(plan.tries[0]->programs[1], http2 ? "hr_dep_raw_h2_sys_state" : "hr_dep_raw_sys_state");
+  }
 }
 
 TEST(DependencySetRows, AreConsistent) {
