@@ -147,26 +147,40 @@ static __always_inline struct hr_dep_sk *decided(struct sock *sk, const struct h
   return st;
 }
 
-/* A free slot among a few from position h, claimed by a plain store (two
- * CPUs claiming one slot at the same instant would share it: the earlier
- * call's end finds the slot not its own and goes uncounted). Returns
- * 1 + its index, 0 when all are taken (the call is not counted). The slot's
- * time is written last: user space skips a slot whose start_ns is 0. */
+/* The slot at position h (any number: taken modulo the array's size). */
+static __always_inline struct hr_dep_call *slot_at(__u32 h) {
+  __u32 idx = h & (HR_DEP_SLOTS - 1);
+  return bpf_map_lookup_elem(&calls, &idx);
+}
+
+/* A free slot: the home position h itself, else one of the few after it
+ * (flagged away from home, which counts it: dependency_abi.h), claimed by
+ * plain stores (two CPUs claiming one slot at the same instant would share
+ * it: the earlier call's end finds the slot not its own and goes
+ * uncounted). Returns 1 + its index, 0 when all are taken (the call is not
+ * counted). The slot's time is written last: user space skips a slot whose
+ * start_ns is 0. */
 static __always_inline __u32 take_slot(const struct sock *sk, __u32 h, __u32 dep, __u64 now, __u32 rcv,
                                        __u32 flags) {
-  const __u64 key = (__u64)sk;
+  struct hr_dep_call *home = slot_at(h);
+  if (!home) return 0;
   for (int i = 0; i < HR_DEP_SLOT_TRIES; i++) {
-    __u32 idx = (h + i) & (HR_DEP_SLOTS - 1);
-    struct hr_dep_call *e = bpf_map_lookup_elem(&calls, &idx);
+    struct hr_dep_call *e = i == 0 ? home : slot_at(h + i);
     if (!e) break;
     if (e->sk != 0) continue;
-    e->sk = key;
+    if (i) {
+      /* Counted before the slot is claimed: a search that misses the count
+       * finds no call here either. */
+      __sync_fetch_and_add(&home->away, 1);
+      flags |= HR_DEP_F_AWAY | ((h & (HR_DEP_SLOTS - 1)) << HR_DEP_F_HOME_SHIFT);
+    }
+    e->sk = (__u64)sk;
     e->dep = dep;
     e->rcv_start = rcv;
     e->flags = flags;
     barrier();
     e->start_ns = now;
-    return idx + 1;
+    return ((h + i) & (HR_DEP_SLOTS - 1)) + 1;
   }
   return 0;
 }
@@ -182,20 +196,32 @@ static __always_inline __u32 call_position(const struct sock *sk) {
   return hash_position(sk->__sk_common.skc_hash);
 }
 
-/* The call in flight of a connected socket (key: its address), found from
- * its position h. */
+/* The call in flight of a connected socket (key: its address) whose home
+ * is h, looked for in every slot it may sit in. */
 static __always_inline struct hr_dep_call *find_call_from(__u64 key, __u32 h) {
   for (int i = 0; i < HR_DEP_SLOT_TRIES; i++) {
-    __u32 idx = (h + i) & (HR_DEP_SLOTS - 1);
-    struct hr_dep_call *e = bpf_map_lookup_elem(&calls, &idx);
+    struct hr_dep_call *e = slot_at(h + i);
     if (!e) break;
     if (e->sk == key) return e;
   }
   return 0;
 }
 
+/* The same, in the home slot alone when none of its calls is away (the
+ * common case: one slot where the search reads HR_DEP_SLOT_TRIES). For the
+ * socket programs, which run under the socket's lock: a call ends once, so
+ * the home's count is exact. The syscall programs search every slot: a read
+ * and the arrival of its answer on two CPUs may both end one call, and the
+ * count then reads low (the arrival may miss a call away from home; the
+ * read ends it) or wraps (every search reads on). */
 static __always_inline struct hr_dep_call *find_call(const struct sock *sk) {
-  return find_call_from((__u64)sk, call_position(sk));
+  const __u64 key = (__u64)sk;
+  const __u32 h = call_position(sk);
+  struct hr_dep_call *home = slot_at(h);
+  if (!home) return 0;
+  if (home->sk == key) return home;
+  if (!home->away) return 0;
+  return find_call_from(key, h);
 }
 
 /* The connection's call in flight, or 0 (and the storage's slot cleared
@@ -211,10 +237,15 @@ static __always_inline struct hr_dep_call *call_of(const struct sock *sk, struct
 }
 
 static __always_inline void free_call(struct hr_dep_call *e, struct hr_dep_sk *st) {
+  const __u32 flags = e->flags;
   e->start_ns = 0;
   barrier();
   e->sk = 0;
   if (st) st->slot = 0;
+  if (flags & HR_DEP_F_AWAY) {
+    struct hr_dep_call *home = slot_at(flags >> HR_DEP_F_HOME_SHIFT);
+    if (home) __sync_fetch_and_add(&home->away, -1);
+  }
 }
 
 #define END_ANSWER 0  /* answer bytes arrived */
