@@ -281,21 +281,20 @@ static __always_inline void count_end(__u32 dep, __u64 latency, int how, __u32 a
 }
 
 /* When a call began. The clock read costs ~50 ns in a program here; a call
- * written at once on a busy connection does without it. TCP refreshes the
- * socket's clock cache (tp->tcp_clock_cache, the monotonic clock) as it takes
- * in or sends a segment, and stamps the jiffy of it (lrcvtime, rcv_tstamp,
- * lsndtime): a stamp of the current jiffy (bpf_jiffies64, inlined: a load)
- * means the cache is less than a tick old, enough to age a call in flight.
- * Such a call takes its start, once it ends, from TCP's own stamp: sending on
- * an idle connection (nothing unacknowledged) stamps tp->first_tx_mstamp
- * (microseconds, the same clock) with the time its first segment left, and
- * an acknowledgement with the send time of the newest segment it covers; the
- * answer acknowledges the request, so at its arrival the stamp is the
- * request's last segment's. A request sent in one piece has one time; one
- * written in several takes the stamp at its second write (more_of_the_call),
- * and one larger than HR_DEP_ONE_SEND_BYTES, which TCP may send over several
- * round trips, reads the clock. A stamp older than the cache is an earlier
- * flight's (the request was not sent at once): the cache then. */
+ * written at once on a connection with nothing unacknowledged does without
+ * it. Such a call takes its start, once it ends, from TCP's own stamp:
+ * sending on an idle connection (nothing unacknowledged) stamps
+ * tp->first_tx_mstamp (microseconds, the monotonic clock) with the time its
+ * first segment left, and an acknowledgement with the send time of the
+ * newest segment it covers; the answer acknowledges the request, so at its
+ * arrival the stamp is the request's last segment's. While it is in flight
+ * it is aged from the clock of its tick (tick_time: under a tick early). A
+ * request sent in one piece has one time; one written in several takes the
+ * stamp at its second write (more_of_the_call), and one larger than
+ * HR_DEP_ONE_SEND_BYTES, which TCP may send over several round trips, or one
+ * behind unacknowledged data, reads the clock. A stamp older than the tick's
+ * time is an earlier flight's (the request was not sent at once): the tick's
+ * time then. */
 #define HR_DEP_ONE_SEND_BYTES 4096
 
 static __always_inline __u64 call_began(const struct hr_dep_call *e, __u64 sent) {
@@ -307,16 +306,43 @@ static __always_inline __u64 call_began(const struct hr_dep_call *e, __u64 sent)
 /* The socket's send stamp (first_tx_mstamp) in ns, for call_began. */
 static __always_inline __u64 sent_stamp(const struct sock *sk) { return tcp_of(sk)->first_tx_mstamp * 1000; }
 
+/* The clock, read once per tick and CPU: the first call of a jiffy
+ * (bpf_jiffies64, inlined: a load) on a CPU reads it, the others of that
+ * jiffy take its reading. The time is stored before the jiffy: a program
+ * that interrupts the store (an arrival during a write) reads the clock
+ * itself. */
+struct hr_dep_tick {
+  __u64 jiffy;
+  __u64 ns;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct hr_dep_tick);
+} dep_tick SEC(".maps");
+
+static __always_inline __u64 tick_time(void) {
+  const __u32 zero = 0;
+  struct hr_dep_tick *t = bpf_map_lookup_elem(&dep_tick, &zero);
+  const __u64 jiffy = bpf_jiffies64();
+  if (t && t->jiffy == jiffy) return t->ns;
+  const __u64 now = bpf_ktime_get_ns();
+  if (t) {
+    t->ns = now;
+    barrier();
+    t->jiffy = jiffy;
+  }
+  return now;
+}
+
 /* The start of a call whose first bytes (bytes of them) are being written on
  * sk (call_began). */
 static __always_inline __u64 write_time(const struct sock *sk, __u64 bytes, __u32 *flags) {
-  const struct tcp_sock *tp = tcp_of(sk);
-  const __u32 jiffy = (__u32)bpf_jiffies64();
-  if (tp->packets_out != 0 || bytes > HR_DEP_ONE_SEND_BYTES ||
-      (tp->inet_conn.icsk_ack.lrcvtime != jiffy && tp->rcv_tstamp != jiffy && tp->lsndtime != jiffy))
-    return bpf_ktime_get_ns();
+  if (tcp_of(sk)->packets_out != 0 || bytes > HR_DEP_ONE_SEND_BYTES) return bpf_ktime_get_ns();
   *flags |= HR_DEP_F_TXSTART;
-  return tp->tcp_clock_cache;
+  return tick_time();
 }
 
 /* A call starts on sk with this write (its slot's 1 + index, or 0). */

@@ -87,7 +87,7 @@ struct hr_dep_sk {
  * while it is there, so that a search for a connection's call looks at its
  * home alone when nothing of the home's is away. */
 #define HR_DEP_F_CONNECT 1 /* the connect itself, in progress (SYN_SENT) */
-#define HR_DEP_F_TXSTART 4 /* start_ns is TCP's clock cache (under a tick old); the start is its first send stamp (dependency.bpf.c) */
+#define HR_DEP_F_TXSTART 4 /* start_ns is the clock of its tick (under a tick early); the start is its first send stamp (dependency.bpf.c) */
 #define HR_DEP_F_AWAY 8    /* not in its home slot, whose index is flags >> HR_DEP_F_HOME_SHIFT */
 #define HR_DEP_F_HOME_SHIFT 16
 struct hr_dep_call {
