@@ -147,26 +147,40 @@ static __always_inline struct hr_dep_sk *decided(struct sock *sk, const struct h
   return st;
 }
 
-/* A free slot among a few from position h, claimed by a plain store (two
- * CPUs claiming one slot at the same instant would share it: the earlier
- * call's end finds the slot not its own and goes uncounted). Returns
- * 1 + its index, 0 when all are taken (the call is not counted). The slot's
- * time is written last: user space skips a slot whose start_ns is 0. */
+/* The slot at position h (any number: taken modulo the array's size). */
+static __always_inline struct hr_dep_call *slot_at(__u32 h) {
+  __u32 idx = h & (HR_DEP_SLOTS - 1);
+  return bpf_map_lookup_elem(&calls, &idx);
+}
+
+/* A free slot: the home position h itself, else one of the few after it
+ * (flagged away from home, which counts it: dependency_abi.h), claimed by
+ * plain stores (two CPUs claiming one slot at the same instant would share
+ * it: the earlier call's end finds the slot not its own and goes
+ * uncounted). Returns 1 + its index, 0 when all are taken (the call is not
+ * counted). The slot's time is written last: user space skips a slot whose
+ * start_ns is 0. */
 static __always_inline __u32 take_slot(const struct sock *sk, __u32 h, __u32 dep, __u64 now, __u32 rcv,
                                        __u32 flags) {
-  const __u64 key = (__u64)sk;
+  struct hr_dep_call *home = slot_at(h);
+  if (!home) return 0;
   for (int i = 0; i < HR_DEP_SLOT_TRIES; i++) {
-    __u32 idx = (h + i) & (HR_DEP_SLOTS - 1);
-    struct hr_dep_call *e = bpf_map_lookup_elem(&calls, &idx);
+    struct hr_dep_call *e = i == 0 ? home : slot_at(h + i);
     if (!e) break;
     if (e->sk != 0) continue;
-    e->sk = key;
+    if (i) {
+      /* Counted before the slot is claimed: a search that misses the count
+       * finds no call here either. */
+      __sync_fetch_and_add(&home->away, 1);
+      flags |= HR_DEP_F_AWAY | ((h & (HR_DEP_SLOTS - 1)) << HR_DEP_F_HOME_SHIFT);
+    }
+    e->sk = (__u64)sk;
     e->dep = dep;
     e->rcv_start = rcv;
     e->flags = flags;
     barrier();
     e->start_ns = now;
-    return idx + 1;
+    return ((h + i) & (HR_DEP_SLOTS - 1)) + 1;
   }
   return 0;
 }
@@ -182,20 +196,32 @@ static __always_inline __u32 call_position(const struct sock *sk) {
   return hash_position(sk->__sk_common.skc_hash);
 }
 
-/* The call in flight of a connected socket (key: its address), found from
- * its position h. */
+/* The call in flight of a connected socket (key: its address) whose home
+ * is h, looked for in every slot it may sit in. */
 static __always_inline struct hr_dep_call *find_call_from(__u64 key, __u32 h) {
   for (int i = 0; i < HR_DEP_SLOT_TRIES; i++) {
-    __u32 idx = (h + i) & (HR_DEP_SLOTS - 1);
-    struct hr_dep_call *e = bpf_map_lookup_elem(&calls, &idx);
+    struct hr_dep_call *e = slot_at(h + i);
     if (!e) break;
     if (e->sk == key) return e;
   }
   return 0;
 }
 
+/* The same, in the home slot alone when none of its calls is away (the
+ * common case: one slot where the search reads HR_DEP_SLOT_TRIES). For the
+ * socket programs, which run under the socket's lock: a call ends once, so
+ * the home's count is exact. The syscall programs search every slot: a read
+ * and the arrival of its answer on two CPUs may both end one call, and the
+ * count then reads low (the arrival may miss a call away from home; the
+ * read ends it) or wraps (every search reads on). */
 static __always_inline struct hr_dep_call *find_call(const struct sock *sk) {
-  return find_call_from((__u64)sk, call_position(sk));
+  const __u64 key = (__u64)sk;
+  const __u32 h = call_position(sk);
+  struct hr_dep_call *home = slot_at(h);
+  if (!home) return 0;
+  if (home->sk == key) return home;
+  if (!home->away) return 0;
+  return find_call_from(key, h);
 }
 
 /* The connection's call in flight, or 0 (and the storage's slot cleared
@@ -211,10 +237,15 @@ static __always_inline struct hr_dep_call *call_of(const struct sock *sk, struct
 }
 
 static __always_inline void free_call(struct hr_dep_call *e, struct hr_dep_sk *st) {
+  const __u32 flags = e->flags;
   e->start_ns = 0;
   barrier();
   e->sk = 0;
   if (st) st->slot = 0;
+  if (flags & HR_DEP_F_AWAY) {
+    struct hr_dep_call *home = slot_at(flags >> HR_DEP_F_HOME_SHIFT);
+    if (home) __sync_fetch_and_add(&home->away, -1);
+  }
 }
 
 #define END_ANSWER 0  /* answer bytes arrived */
@@ -250,21 +281,20 @@ static __always_inline void count_end(__u32 dep, __u64 latency, int how, __u32 a
 }
 
 /* When a call began. The clock read costs ~50 ns in a program here; a call
- * written at once on a busy connection does without it. TCP refreshes the
- * socket's clock cache (tp->tcp_clock_cache, the monotonic clock) as it takes
- * in or sends a segment, and stamps the jiffy of it (lrcvtime, rcv_tstamp,
- * lsndtime): a stamp of the current jiffy (bpf_jiffies64, inlined: a load)
- * means the cache is less than a tick old, enough to age a call in flight.
- * Such a call takes its start, once it ends, from TCP's own stamp: sending on
- * an idle connection (nothing unacknowledged) stamps tp->first_tx_mstamp
- * (microseconds, the same clock) with the time its first segment left, and
- * an acknowledgement with the send time of the newest segment it covers; the
- * answer acknowledges the request, so at its arrival the stamp is the
- * request's last segment's. A request sent in one piece has one time; one
- * written in several takes the stamp at its second write (more_of_the_call),
- * and one larger than HR_DEP_ONE_SEND_BYTES, which TCP may send over several
- * round trips, reads the clock. A stamp older than the cache is an earlier
- * flight's (the request was not sent at once): the cache then. */
+ * written at once on a connection with nothing unacknowledged does without
+ * it. Such a call takes its start, once it ends, from TCP's own stamp:
+ * sending on an idle connection (nothing unacknowledged) stamps
+ * tp->first_tx_mstamp (microseconds, the monotonic clock) with the time its
+ * first segment left, and an acknowledgement with the send time of the
+ * newest segment it covers; the answer acknowledges the request, so at its
+ * arrival the stamp is the request's last segment's. While it is in flight
+ * it is aged from the clock of its tick (tick_time: under a tick early). A
+ * request sent in one piece has one time; one written in several takes the
+ * stamp at its second write (more_of_the_call), and one larger than
+ * HR_DEP_ONE_SEND_BYTES, which TCP may send over several round trips, or one
+ * behind unacknowledged data, reads the clock. A stamp older than the tick's
+ * time is an earlier flight's (the request was not sent at once): the tick's
+ * time then. */
 #define HR_DEP_ONE_SEND_BYTES 4096
 
 static __always_inline __u64 call_began(const struct hr_dep_call *e, __u64 sent) {
@@ -276,16 +306,43 @@ static __always_inline __u64 call_began(const struct hr_dep_call *e, __u64 sent)
 /* The socket's send stamp (first_tx_mstamp) in ns, for call_began. */
 static __always_inline __u64 sent_stamp(const struct sock *sk) { return tcp_of(sk)->first_tx_mstamp * 1000; }
 
+/* The clock, read once per tick and CPU: the first call of a jiffy
+ * (bpf_jiffies64, inlined: a load) on a CPU reads it, the others of that
+ * jiffy take its reading. The time is stored before the jiffy: a program
+ * that interrupts the store (an arrival during a write) reads the clock
+ * itself. */
+struct hr_dep_tick {
+  __u64 jiffy;
+  __u64 ns;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct hr_dep_tick);
+} dep_tick SEC(".maps");
+
+static __always_inline __u64 tick_time(void) {
+  const __u32 zero = 0;
+  struct hr_dep_tick *t = bpf_map_lookup_elem(&dep_tick, &zero);
+  const __u64 jiffy = bpf_jiffies64();
+  if (t && t->jiffy == jiffy) return t->ns;
+  const __u64 now = bpf_ktime_get_ns();
+  if (t) {
+    t->ns = now;
+    barrier();
+    t->jiffy = jiffy;
+  }
+  return now;
+}
+
 /* The start of a call whose first bytes (bytes of them) are being written on
  * sk (call_began). */
 static __always_inline __u64 write_time(const struct sock *sk, __u64 bytes, __u32 *flags) {
-  const struct tcp_sock *tp = tcp_of(sk);
-  const __u32 jiffy = (__u32)bpf_jiffies64();
-  if (tp->packets_out != 0 || bytes > HR_DEP_ONE_SEND_BYTES ||
-      (tp->inet_conn.icsk_ack.lrcvtime != jiffy && tp->rcv_tstamp != jiffy && tp->lsndtime != jiffy))
-    return bpf_ktime_get_ns();
+  if (tcp_of(sk)->packets_out != 0 || bytes > HR_DEP_ONE_SEND_BYTES) return bpf_ktime_get_ns();
   *flags |= HR_DEP_F_TXSTART;
-  return tp->tcp_clock_cache;
+  return tick_time();
 }
 
 /* A call starts on sk with this write (its slot's 1 + index, or 0). */

@@ -78,17 +78,25 @@ struct hr_dep_sk {
 };
 
 /* calls array (memory-mapped by user space): one slot per call in flight.
- * A slot is taken by a compare-and-swap of sk from 0 and freed by storing
- * 0 there; user space reads the slots in place each interval. */
+ * A slot is taken by plain stores (sk last but one, start_ns last) and
+ * freed by storing 0 in start_ns, then sk; user space reads the slots in
+ * place each interval. A connection's calls have a home slot, from its
+ * hash (dependency.bpf.c, take_slot): a call goes there when it is free,
+ * else to one of the next HR_DEP_SLOT_TRIES - 1, flagged HR_DEP_F_AWAY with
+ * its home's index in the flags' high half, and the home's `away` counts it
+ * while it is there, so that a search for a connection's call looks at its
+ * home alone when nothing of the home's is away. */
 #define HR_DEP_F_CONNECT 1 /* the connect itself, in progress (SYN_SENT) */
-#define HR_DEP_F_TXSTART 4 /* start_ns is TCP's clock cache (under a tick old); the start is its first send stamp (dependency.bpf.c) */
+#define HR_DEP_F_TXSTART 4 /* start_ns is the clock of its tick (under a tick early); the start is its first send stamp (dependency.bpf.c) */
+#define HR_DEP_F_AWAY 8    /* not in its home slot, whose index is flags >> HR_DEP_F_HOME_SHIFT */
+#define HR_DEP_F_HOME_SHIFT 16
 struct hr_dep_call {
   __u64 sk;       /* struct sock * of the connection; 0: free */
   __u64 start_ns; /* the clock at the write (or the connect) that began it; under a tick early with HR_DEP_F_TXSTART */
   __u32 dep;      /* dependency index */
   __u32 rcv_start; /* the socket's rcv_nxt when the call began: answer bytes move it */
   __u32 flags;    /* HR_DEP_F_* */
-  __u32 pad;
+  __u32 away;     /* of the calls whose home this slot is, how many sit in another (atomic adds) */
 };
 
 /* HTTP/2 (dependency_http2.bpf.h): a call is a stream. Each stream in

@@ -18,11 +18,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -650,6 +652,57 @@ TEST(DependencyEbpf, ACallEndedByItsConnectionsEndIsAResetOrItsAnswer) {
   EXPECT_EQ(gave_up.calls.stats.errors - before.calls.stats.errors, 2u);
   EXPECT_EQ(gave_up.calls.inflight, 0u);
   ::close(server);
+  ::close(lfd);
+}
+
+// Many calls in flight at once, on as many connections: each connection's
+// call has a home slot from the socket's hash, and a call whose home is
+// taken sits in one of the next slots, counted at its home (dependency_abi.h).
+// With 1 500 calls among 16 384 slots some are certain to sit away from home
+// (about 70 a round): every call must be found again at its answer, once, in
+// two rounds on the same connections (the second finds the homes' counts back
+// where the first left them).
+TEST(DependencyEbpf, ManyCallsInFlightAtOnceAreEachEndedOnce) {
+  REQUIRE_EBPF();
+  constexpr int kCalls = 1500;
+  rlimit files{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
+  if (files.rlim_cur < 2 * kCalls + 64) {
+    files.rlim_cur = std::min<rlim_t>(files.rlim_max, 2 * kCalls + 64);
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &files), 0) << std::strerror(errno);
+  }
+  ASSERT_GE(files.rlim_cur, rlim_t{2 * kCalls + 64}) << "the test needs " << 2 * kCalls + 64 << " open files";
+  int lfd = -1;
+  const uint16_t port = listen_loopback(kCalls, lfd);
+  ASSERT_NE(port, 0) << std::strerror(errno);
+  OPEN_PROBE(probe, std::vector{spec(port, 10ms, 10s, DependencyProtocol::generic)});
+  std::vector<int> clients(kCalls, -1), servers(kCalls, -1);
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_EQ(connect_to(port, false, clients[i]), 0) << i;
+    servers[i] = ::accept(lfd, nullptr, nullptr);
+    ASSERT_GE(servers[i], 0) << i;
+  }
+  const auto before = snap(probe).dependencies.at(0);
+  for (int round = 1; round <= 2; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    for (const int c : clients) ASSERT_EQ(::write(c, "PING\r\n", 6), 6);
+    const auto asked = snap(probe).dependencies.at(0);
+    EXPECT_EQ(asked.calls.inflight, static_cast<uint64_t>(kCalls)) << "every call in flight, none lost to a full slot";
+    char buf[16];
+    for (const int s : servers) {
+      ASSERT_EQ(::read(s, buf, sizeof buf), 6);
+      ASSERT_EQ(::write(s, "+PONG\r\n", 7), 7);
+    }
+    for (const int c : clients) ASSERT_EQ(::read(c, buf, sizeof buf), 7);
+    const auto answered = snap(probe).dependencies.at(0);
+    EXPECT_EQ(answered.calls.stats.completed - before.calls.stats.completed, static_cast<uint64_t>(round * kCalls));
+    EXPECT_EQ(answered.calls.inflight, 0u) << "a call whose answer was not matched to it stays in flight";
+    EXPECT_EQ(answered.calls.stats.aborted, before.calls.stats.aborted);
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    ::close(clients[i]);
+    ::close(servers[i]);
+  }
   ::close(lfd);
 }
 
