@@ -440,7 +440,7 @@ static __always_inline void dep_state(struct sock *sk, int oldstate, int newstat
   struct hr_dep_sk *st = bpf_sk_storage_get(&conns, sk, 0, 0);
   struct hr_dep_call *e = st && st->slot ? call_of(sk, st) : 0;
   if (!e) e = find_call(sk);
-  if (!e) return;
+  if (!e || (e->flags & HR_DEP_F_STREAM)) return; /* a stream's slot near the hash position: dep_h2_state's */
   state_ends(e, st, newstate, newstate == TCP_CLOSE_WAIT ? rcv_nxt(sk) : 0, sent_stamp(sk));
 }
 
