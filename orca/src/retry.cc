@@ -201,7 +201,8 @@ std::string format_retry_dials(const RetryDials& dials) {
 Result<RetryDials> parse_retry_dials(std::string_view text) {
   if (text.size() > kMaxRetryDialsText)
     return logic_error("retry dials: " + std::to_string(text.size()) + " bytes, more than " +
-                       std::to_string(kMaxRetryDialsText) + ": not a {\"maxRetries\":N,\"retryAfterSeconds\":S} object");
+                       std::to_string(kMaxRetryDialsText) +
+                       ": not a {\"maxRetries\":N,\"retryAfterSeconds\":S} object");
   Cursor c{text};
   RetryDials dials;
   bool seen[2] = {false, false};
