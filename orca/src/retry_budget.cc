@@ -51,9 +51,17 @@ bool later(uint64_t word, int64_t e) noexcept {
 }
 
 // Counts one in the slot word of epoch e: a stale epoch's word is claimed
-// (count 1), a later one is left alone, a full count saturates.
+// (count 1), a later one is left alone, a full count saturates. The current
+// epoch's word takes an add, which unlike a compare-and-swap never fails
+// and retries when threads contend; should another thread claim the slot
+// for the next epoch in between, the call counts in that one (it was at
+// the boundary).
 void bump(std::atomic<uint64_t>& slot, int64_t e) noexcept {
   uint64_t w = slot.load(std::memory_order_relaxed);
+  if (tag_of(w) == tag_of_epoch(e) && (w & kCountMask) < kCountMask / 2) {
+    slot.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   for (;;) {
     uint64_t next = 0;
     if (tag_of(w) == tag_of_epoch(e)) {
@@ -137,19 +145,19 @@ int64_t RetryBudget::epoch_of(int64_t now_ns) const noexcept {
   return (now_ns % slot_ns_ < 0) ? q - 1 : q;  // floor, for clocks before 0
 }
 
-int64_t RetryBudget::sum(const std::array<std::atomic<uint64_t>, kMaxRetryBudgetSlots>& words, int64_t e,
-                         bool skip_current) const noexcept {
+RetryWindow RetryBudget::sum(int64_t e, int idx, int64_t* current) const noexcept {
   const int n = options_.slots;
-  int idx = slot_of(e, n);
-  int64_t total = 0;
+  RetryWindow w;
   // Slot idx holds epoch e - k when its tag says so; anything else is stale.
   for (int k = 0; k < n; ++k) {
-    const uint64_t w = words[static_cast<std::size_t>(idx)].load(std::memory_order_relaxed);
-    if ((k > 0 || !skip_current) && tag_of(w) == tag_of_epoch(e - k))
-      total += static_cast<int64_t>(w & kCountMask);
+    const uint32_t tag = tag_of_epoch(e - k);
+    const uint64_t f = firsts_[static_cast<std::size_t>(idx)].load(std::memory_order_relaxed);
+    const uint64_t r = retries_[static_cast<std::size_t>(idx)].load(std::memory_order_relaxed);
+    if (tag_of(f) == tag) w.first_attempts += static_cast<int64_t>(f & kCountMask);
+    if (tag_of(r) == tag) (k == 0 ? *current : w.retries) += static_cast<int64_t>(r & kCountMask);
     idx = idx == 0 ? n - 1 : idx - 1;
   }
-  return total;
+  return w;
 }
 
 void RetryBudget::record_first_attempt(int64_t now_ns) noexcept {
@@ -162,17 +170,20 @@ void RetryBudget::record_first_attempt(int64_t now_ns) noexcept {
 // check and the count one step: concurrent retries never overshoot.
 bool RetryBudget::take_retry(Bucket bucket, int64_t now_ns) noexcept {
   const int64_t e = epoch_of(now_ns);
+  const int idx = slot_of(e, options_.slots);
+  int64_t current = 0;
+  const RetryWindow w = sum(e, idx, &current);
   const int64_t allowance =
-      retry_allowance(options_.max_ratio[static_cast<std::size_t>(bucket)], sum(firsts_, e, false), min_retries_);
-  const int64_t others = sum(retries_, e, true);
-  std::atomic<uint64_t>& slot = retries_[static_cast<std::size_t>(slot_of(e, options_.slots))];
-  uint64_t w = slot.load(std::memory_order_relaxed);
+      retry_allowance(options_.max_ratio[static_cast<std::size_t>(bucket)], w.first_attempts, min_retries_);
+  const int64_t others = w.retries;
+  std::atomic<uint64_t>& slot = retries_[static_cast<std::size_t>(idx)];
+  uint64_t word = slot.load(std::memory_order_relaxed);
   for (;;) {
-    if (later(w, e)) return false;  // a clock a window behind: no slot to count in
-    const bool current = tag_of(w) == tag_of_epoch(e);
-    const uint64_t count = current ? (w & kCountMask) : 0;
+    if (later(word, e)) return false;  // a clock a window behind: no slot to count in
+    const bool fresh = tag_of(word) == tag_of_epoch(e);
+    const uint64_t count = fresh ? (word & kCountMask) : 0;
     if (count == kCountMask || others + static_cast<int64_t>(count) + 1 > allowance) return false;
-    if (slot.compare_exchange_weak(w, current ? w + 1 : word_of(e, 1), std::memory_order_relaxed)) return true;
+    if (slot.compare_exchange_weak(word, fresh ? word + 1 : word_of(e, 1), std::memory_order_relaxed)) return true;
   }
 }
 
@@ -219,7 +230,10 @@ void RetryBudget::update_target_probabilities(const std::array<double, kBucketCo
 
 RetryWindow RetryBudget::window(int64_t now_ns) const noexcept {
   const int64_t e = epoch_of(now_ns);
-  return RetryWindow{sum(firsts_, e, false), sum(retries_, e, false)};
+  int64_t current = 0;
+  RetryWindow w = sum(e, slot_of(e, options_.slots), &current);
+  w.retries += current;
+  return w;
 }
 
 }  // namespace headroom::orca

@@ -127,10 +127,9 @@ class RetryBudget {
 
  private:
   int64_t epoch_of(int64_t now_ns) const noexcept;
-  // Sums the slots of the window ending at epoch `e`, leaving out the slot of
-  // `e` itself when skip_current.
-  int64_t sum(const std::array<std::atomic<uint64_t>, kMaxRetryBudgetSlots>& words, int64_t e,
-              bool skip_current) const noexcept;
+  // The window ending at epoch `e` (in slot `idx`): its first attempts, and
+  // its retries outside the slot of `e` (`current`: the retries of that slot).
+  RetryWindow sum(int64_t e, int idx, int64_t* current) const noexcept;
   bool take_retry(Bucket bucket, int64_t now_ns) noexcept;
 
   RetryBudgetOptions options_;
