@@ -338,5 +338,25 @@ TEST(RetryBudget, EightThreadsNeverExceedTheBound) {
   EXPECT_LE(per_bucket[3].load(), retry_allowance(0.025, firsts, 10));
 }
 
+TEST(RetryBudget, EightThreadsFillTheBudgetExactly) {
+  // 100 000 first attempts, then only retries, far more than the budget
+  // holds: it is filled exactly, never past it, however the threads interleave.
+  RetryBudget b;
+  first_attempts(b, 100'000, kT0);
+  const int64_t bound = retry_allowance(0.10, 100'000, 10);
+  ASSERT_EQ(bound, 10'010);
+  std::atomic<int64_t> granted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      int64_t mine = 0;
+      for (int i = 0; i < 5000; ++i) mine += b.may_retry(1 + t % 25, 1, kT0 + i) == RetryDecision::retry ? 1 : 0;
+      granted.fetch_add(mine);
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(granted.load(), bound);
+  EXPECT_EQ(b.window(kT0).retries, bound);
+}
+
 }  // namespace
 }  // namespace headroom::orca
