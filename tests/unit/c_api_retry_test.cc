@@ -6,13 +6,19 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "headroom/orca/clock.h"
 #include "headroom/orca/headroom_orca.h"
+#include "headroom/orca/names.h"
+#include "headroom/orca/report.h"
+#include "headroom/orca/report_writer.h"
+#include "temp_dir.h"
 
 namespace headroom::orca {
 namespace {
@@ -24,6 +30,10 @@ struct BudgetDeleter {
   void operator()(headroom_retry_budget* b) const { headroom_retry_budget_destroy(b); }
 };
 using BudgetPtr = std::unique_ptr<headroom_retry_budget, BudgetDeleter>;
+struct ReaderDeleter {
+  void operator()(headroom_reader* r) const { headroom_reader_close(r); }
+};
+using ReaderPtr = std::unique_ptr<headroom_reader, ReaderDeleter>;
 
 TEST(CApiRetry, DialsPerPriority) {
   headroom_retry_dials d{};
@@ -164,6 +174,48 @@ TEST(CApiRetry, OptionsReachTheBudget) {
   ASSERT_EQ(headroom_retry_budget_window(b.get(), kT0 + 2 * kS, &firsts, &retries), 0);
   EXPECT_EQ(firsts, 0);
   EXPECT_EQ(retries, 0);
+}
+
+TEST(CApiRetry, ShedProbabilitiesFromAReaderFeedTheBudget) {
+  headroom::testing::TempDir tmp;
+  auto w = ReportFileWriter::open(tmp.path());
+  ASSERT_TRUE(w) << w.error().message;
+  char err[256];
+  ReaderPtr r(headroom_reader_open(tmp.path().c_str(), 0, err, sizeof err));
+  ASSERT_TRUE(r) << err;
+  double p[4] = {-1, -1, -1, -1};
+  EXPECT_EQ(headroom_reader_shed_probabilities(r.get(), "endpoint.api", p, err, sizeof err), -ENOENT);
+  EXPECT_NE(std::strstr(err, "endpoint.api"), nullptr) << err;
+
+  Report rep;
+  rep.set_application_utilization(0.78);  // BULK and BEST_EFFORT shed entirely, DEGRADED a third, CRITICAL not
+  auto& nm = *rep.mutable_named_metrics();
+  nm[std::string(kTimestampMsKey)] = static_cast<double>(unix_now_ms());
+  nm[std::string(kSeqKey)] = 1;
+  nm[std::string(kIntervalMsKey)] = 1000;
+  ASSERT_TRUE(w->write("endpoint.api.orca", rep));
+  ASSERT_EQ(headroom_reader_wait(r.get(), 2000), 1);
+  ASSERT_EQ(headroom_reader_shed_probabilities(r.get(), "endpoint.api", p, err, sizeof err), 0) << err;
+  EXPECT_EQ(p[0], 0.0);
+  EXPECT_GT(p[1], 0.2);
+  EXPECT_LT(p[1], 0.5);
+  EXPECT_EQ(p[2], 1.0);
+  EXPECT_EQ(p[3], 1.0);
+
+  BudgetPtr b(headroom_retry_budget_create(nullptr, err, sizeof err));
+  ASSERT_NE(b, nullptr) << err;
+  ASSERT_EQ(headroom_retry_budget_update_probabilities(b.get(), p, 0), 0);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 51, 1, kT0), HEADROOM_RETRY_DENY_TARGET_SHEDDING);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 50, 1, kT0), HEADROOM_RETRY);
+
+  // The file goes away: stale, and the probabilities fail open.
+  std::filesystem::remove(tmp / "endpoint.api.orca");
+  ASSERT_EQ(headroom_reader_wait(r.get(), 2000), 1);
+  EXPECT_EQ(headroom_reader_shed_probabilities(r.get(), "endpoint.api", p, err, sizeof err), 1);
+  EXPECT_STRNE(err, "");
+  EXPECT_EQ(p[3], 0.0);
+  EXPECT_EQ(headroom_reader_shed_probabilities(nullptr, "endpoint.api", p, err, sizeof err), -EINVAL);
+  EXPECT_EQ(headroom_reader_shed_probabilities(r.get(), "endpoint.api", nullptr, err, sizeof err), -EINVAL);
 }
 
 TEST(CApiRetry, NullArguments) {

@@ -435,10 +435,23 @@ HEADROOM_ORCA_API int headroom_retry_budget_record_dials(headroom_retry_budget *
                                                          const headroom_retry_dials *dials, int64_t now_ns);
 
 /*
- * The target's shed probabilities per bucket (e.g. from its report through
- * the shedder), indexed CRITICAL, DEGRADED, BEST_EFFORT, BULK; NaN reads as
- * 1. stale != 0: the report rule denies nothing until fresh ones come.
- * Returns 0 or -EINVAL for NULL arguments.
+ * The shed probability of each bucket (CRITICAL, DEGRADED, BEST_EFFORT,
+ * BULK) that the reference shedder's default configuration
+ * (application_utilization, 0.6 / 0.8 / 1.5, fail open; docs/shedding.md)
+ * gives for the report of `scope` as `reader` holds it: what the target's
+ * own report says about retrying it. Returns 0 when the report is fresh, 1
+ * when it is stale (the probabilities are then 0: fail open), -ENOENT or
+ * -ENODATA when the reader has no valid report of the scope (err says
+ * which), -EINVAL for NULL arguments.
+ */
+HEADROOM_ORCA_API int headroom_reader_shed_probabilities(headroom_reader *reader, const char *scope,
+                                                         double probability[4], char *err, size_t errlen);
+
+/*
+ * The target's shed probabilities per bucket (e.g. from
+ * headroom_reader_shed_probabilities), indexed CRITICAL, DEGRADED,
+ * BEST_EFFORT, BULK; NaN reads as 1. stale != 0: the report rule denies
+ * nothing until fresh ones come. Returns 0 or -EINVAL for NULL arguments.
  */
 HEADROOM_ORCA_API int headroom_retry_budget_update_probabilities(headroom_retry_budget *budget,
                                                                  const double probability[4], int stale);
