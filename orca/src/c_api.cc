@@ -17,6 +17,7 @@
 #include "headroom/orca/dependency_gate.h"
 #include "headroom/orca/own_instance.h"
 #include "headroom/orca/report_reader.h"
+#include "headroom/orca/shedder.h"
 
 #ifndef HEADROOM_VERSION
 #define HEADROOM_VERSION "unknown"  // orca/CMakeLists.txt passes the project version
@@ -486,6 +487,39 @@ int headroom_gate_decide(const headroom_gate* gate, int priority, int64_t now_ns
 int headroom_gate_state(const headroom_gate* gate, int priority, int64_t now_ns) {
   if (gate == nullptr) return -EINVAL;
   return static_cast<int>(gate->gate.state(priority, now_ns));
+}
+
+}  // extern "C"
+
+// ---------------------------------------------------------------- retries
+
+extern "C" {
+
+int headroom_reader_shed_probabilities(headroom_reader* reader, const char* scope, double probability[4], char* err,
+                                       size_t errlen) {
+  set_error(err, errlen, "");
+  if (reader == nullptr || scope == nullptr || probability == nullptr) {
+    set_error(err, errlen, "headroom_reader_shed_probabilities: NULL argument");
+    return -EINVAL;
+  }
+  try {
+    std::optional<orca::ScopeState> st;
+    const int rc = lookup(reader, scope, st);
+    if (rc < 0) {
+      set_error(err, errlen, rc == -ENOENT ? std::string("no report for scope \"") + scope + "\" in " + reader->dir.dir()
+                                           : (st->error.empty() ? std::string("no valid report") : st->error));
+      return rc;
+    }
+    // A removed or rejected file: the report held is no longer the agent's word.
+    const bool stale = rc == 1 || st->removed || !st->error.empty();
+    static const orca::ShedderConfig kDefaults;  // built once; read-only after
+    for (int b = 0; b < orca::kBucketCount; ++b)
+      probability[b] = orca::shed_probability(*st->report, static_cast<orca::Bucket>(b), kDefaults, stale);
+    if (stale) set_error(err, errlen, st->staleness.reason.empty() ? "stale" : st->staleness.reason);
+    return stale ? 1 : 0;
+  } catch (...) {
+    return current_exception_code(err, errlen);
+  }
 }
 
 }  // extern "C"

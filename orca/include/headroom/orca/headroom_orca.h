@@ -14,7 +14,8 @@
  *   1 when it is STALE (the values are still filled in). Fail open: treat 1
  *   like "no data", e.g. `if (headroom_reader_get(...) == 0) use(report);`.
  * - A reader is not thread-safe: use one from one thread at a time. A gate's
- *   decisions are (headroom_gate, below).
+ *   decisions are (headroom_gate, below), and so is a retry budget
+ *   (headroom_retry_budget).
  * - No function blocks except headroom_reader_wait(), and none lets a C++
  *   exception escape.
  * - Nothing here is ever removed or changed in meaning; new functions and new
@@ -315,6 +316,152 @@ HEADROOM_ORCA_API int headroom_gate_decide(const headroom_gate *gate, int priori
  * HEADROOM_GATE_STATE_*, or -EINVAL for NULL.
  */
 HEADROOM_ORCA_API int headroom_gate_state(const headroom_gate *gate, int priority, int64_t now_ns);
+
+/*
+ * Retries (docs/retries.md). A shed answer carries retry dials,
+ * {"maxRetries":N,"retryAfterSeconds":S}: how often and how soon the client
+ * may retry the call. A client keeps a retry budget per target: the retries
+ * per first attempt of its calls over a sliding window, per priority bucket
+ * (less important calls stop retrying first), the latest dials per bucket,
+ * and the target's own report (a bucket the target sheds heavily retries
+ * nothing). Priority 1 is the most important, 100 the least.
+ *
+ * Times: now_ns is the caller's monotonic clock in nanoseconds, the same for
+ * every call on one budget. No function here reads a clock or makes a
+ * system call.
+ *
+ * Threads: every budget function may be called from any number of threads
+ * at once; none takes a lock.
+ */
+typedef struct headroom_retry_dials {
+  int32_t max_retries;        /* retry the call at most this many more times, 0 to 10 */
+  int32_t reserved;           /* 0 */
+  double retry_after_seconds; /* and not before this long after the answer, 0 to 3600 */
+} headroom_retry_dials;
+
+/*
+ * The dials of a request of `priority` (1..100, clamped) shed with
+ * probability shed_probability (clamped to [0, 1]; NaN counts as 1), with
+ * the default dials: max_retries ceil(base x (1 - p)), retry_after_seconds
+ * base x (1 + 3p), bases CRITICAL 2 / 0.5 s, DEGRADED 1 / 1 s, BEST_EFFORT
+ * 1 / 2 s, BULK 0 / 5 s. Returns 0, or -EINVAL for a NULL out.
+ */
+HEADROOM_ORCA_API int headroom_retry_dials_for(int priority, double shed_probability, headroom_retry_dials *out);
+
+/*
+ * The wire form of dials (clamped to the caps first), e.g.
+ * {"maxRetries":1,"retryAfterSeconds":2.5}, copied into buf like snprintf:
+ * returns its length (>= buflen means truncated), -EINVAL for NULL dials or
+ * a NULL buf with a buflen above 0.
+ */
+HEADROOM_ORCA_API int headroom_retry_dials_format(const headroom_retry_dials *dials, char *buf, size_t buflen);
+
+/*
+ * Reads the wire form strictly (both keys, each once, no other; JSON
+ * numbers; whitespace between tokens). Values past the caps are clamped
+ * (maxRetries to 10, retryAfterSeconds to 3600). Returns 0, -EBADMSG with
+ * the reason in err (a missing, repeated or unknown key, a negative or
+ * fractional maxRetries, garbage, ...), or -EINVAL for NULL arguments.
+ * text need not be NUL-terminated: len bytes are read.
+ */
+HEADROOM_ORCA_API int headroom_retry_dials_parse(const char *text, size_t len, headroom_retry_dials *out, char *err,
+                                                 size_t errlen);
+
+/*
+ * HTTP's Retry-After for the dials: the wait in whole seconds, rounded up,
+ * at least 1 when the wait is above 0. -EINVAL for NULL.
+ */
+HEADROOM_ORCA_API int headroom_retry_after_header_seconds(const headroom_retry_dials *dials);
+
+typedef struct headroom_retry_budget headroom_retry_budget;
+
+/*
+ * Options for headroom_retry_budget_create. Set struct_size to
+ * sizeof(headroom_retry_budget_options) and zero what you leave to the
+ * defaults (`headroom_retry_budget_options o = {sizeof o};`).
+ */
+typedef struct headroom_retry_budget_options {
+  uint32_t struct_size;
+  int32_t slots;                 /* time slots of the window, 1 to 64; <= 0: 10 */
+  int64_t window_ms;             /* the sliding window; <= 0: 10000 */
+  double min_retries_per_second; /* retries any bucket may make, per second of the window; 0: 1, < 0: none */
+  double heavy_shed;             /* a bucket the target sheds at this or more retries nothing; <= 0: 0.5 */
+  int64_t dials_ttl_ms;          /* dials are forgotten this long after they came; <= 0: 30000 */
+  int32_t set_max_ratio;         /* 1: use max_ratio[]; 0: the defaults */
+  int32_t reserved;              /* 0 */
+  /* Retries per first attempt over the window, indexed CRITICAL (1-25),
+   * DEGRADED (26-50), BEST_EFFORT (51-75), BULK (76-100); each at most the
+   * one before it. Defaults 0.10 0.075 0.05 0.025. */
+  double max_ratio[4];
+} headroom_retry_budget_options;
+
+/* What headroom_retry_budget_may_retry returns. Only HEADROOM_RETRY retries. */
+#define HEADROOM_RETRY 0                      /* retry: counted in the window */
+#define HEADROOM_RETRY_DENY_BUDGET 1          /* the window's retries reached the bucket's share */
+#define HEADROOM_RETRY_DENY_DIALS_COUNT 2     /* past the dials' maxRetries */
+#define HEADROOM_RETRY_DENY_DIALS_WAIT 3      /* the dials' retryAfterSeconds has not passed */
+#define HEADROOM_RETRY_DENY_TARGET_SHEDDING 4 /* the target's report sheds the bucket heavily */
+
+/*
+ * Creates the budget of one target; options may be NULL (the defaults).
+ * Returns NULL with the reason in err for invalid options (it names the
+ * field, e.g. "max_ratio[BULK] (0.2) must be at most ...") or a struct_size
+ * smaller than the fields up to dials_ttl_ms. Allocates once; nothing after.
+ */
+HEADROOM_ORCA_API headroom_retry_budget *headroom_retry_budget_create(const headroom_retry_budget_options *options,
+                                                                      char *err, size_t errlen);
+
+/* Releases the budget. NULL is accepted. No other call may run on it any more. */
+HEADROOM_ORCA_API void headroom_retry_budget_destroy(headroom_retry_budget *budget);
+
+/* Every call's first attempt. NULL is ignored. */
+HEADROOM_ORCA_API void headroom_retry_budget_first_attempt(headroom_retry_budget *budget, int64_t now_ns);
+
+/*
+ * After a failed attempt of a call of `priority` (1..100, clamped):
+ * HEADROOM_RETRY or a HEADROOM_RETRY_DENY_* (the rules: the target's
+ * report, the dials' count, their wait, the budget). retry_number is 1 for
+ * the call's first retry. -EINVAL for a NULL budget: never retry then.
+ */
+HEADROOM_ORCA_API int headroom_retry_budget_may_retry(headroom_retry_budget *budget, int priority, int retry_number,
+                                                      int64_t now_ns);
+
+/*
+ * The dials of a shed answer to a call of `priority`, received at now_ns
+ * (clamped to the caps); they replace the bucket's earlier ones. Returns 0
+ * or -EINVAL for NULL arguments.
+ */
+HEADROOM_ORCA_API int headroom_retry_budget_record_dials(headroom_retry_budget *budget, int priority,
+                                                         const headroom_retry_dials *dials, int64_t now_ns);
+
+/*
+ * The shed probability of each bucket (CRITICAL, DEGRADED, BEST_EFFORT,
+ * BULK) that the reference shedder's default configuration
+ * (application_utilization, 0.6 / 0.8 / 1.5, fail open; docs/shedding.md)
+ * gives for the report of `scope` as `reader` holds it: what the target's
+ * own report says about retrying it. Returns 0 when the report is fresh, 1
+ * when it is stale (the probabilities are then 0: fail open), -ENOENT or
+ * -ENODATA when the reader has no valid report of the scope (err says
+ * which), -EINVAL for NULL arguments.
+ */
+HEADROOM_ORCA_API int headroom_reader_shed_probabilities(headroom_reader *reader, const char *scope,
+                                                         double probability[4], char *err, size_t errlen);
+
+/*
+ * The target's shed probabilities per bucket (e.g. from
+ * headroom_reader_shed_probabilities), indexed CRITICAL, DEGRADED,
+ * BEST_EFFORT, BULK; NaN reads as 1. stale != 0: the report rule denies
+ * nothing until fresh ones come. Returns 0 or -EINVAL for NULL arguments.
+ */
+HEADROOM_ORCA_API int headroom_retry_budget_update_probabilities(headroom_retry_budget *budget,
+                                                                 const double probability[4], int stale);
+
+/*
+ * The window's first attempts and retries at now_ns, for tools and tests.
+ * Returns 0 or -EINVAL for NULL arguments.
+ */
+HEADROOM_ORCA_API int headroom_retry_budget_window(const headroom_retry_budget *budget, int64_t now_ns,
+                                                   int64_t *first_attempts, int64_t *retries);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+// Retry dials: what a shed answer tells the client about retrying it,
+// `{"maxRetries": N, "retryAfterSeconds": S}` (docs/retries.md). A server
+// that sheds a request picks the dials from the request's priority and the
+// shed probability it shed with: the harder it sheds, the fewer retries it
+// invites and the longer it asks the client to wait. More important
+// priorities may retry sooner and more often.
+//
+//   PRIORITY 1 IS THE MOST IMPORTANT, 100 THE LEAST IMPORTANT (as shedder.h).
+//
+// The client side reads the dials strictly: a hostile or buggy server must
+// not be able to invite a retry storm (maxRetries is capped at
+// kMaxRetriesCap) nor freeze a client forever (retryAfterSeconds is capped at
+// kMaxRetryAfterSeconds). retry_budget.h keeps the dials and applies them.
+//
+// Pure functions, noexcept where nothing allocates; format and parse
+// allocate (off the request path: once per shed answer).
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "headroom/orca/result.h"
+#include "headroom/orca/shedder.h"  // Bucket, bucket_of_priority
+
+namespace headroom::orca {
+
+// What a shed answer says: retry this call at most max_retries more times,
+// and not before retry_after_seconds from the answer.
+struct RetryDials {
+  int max_retries = 0;
+  double retry_after_seconds = 0.0;
+};
+
+// The caps a client applies to dials it receives (parse_retry_dials) and a
+// server to dials it sends (retry_dials, format_retry_dials).
+inline constexpr int kMaxRetriesCap = 10;
+inline constexpr double kMaxRetryAfterSeconds = 3600.0;  // an hour
+
+// One bucket's dials when nothing is shed (p = 0).
+struct RetryDialsBase {
+  int max_retries = 1;
+  double retry_after_seconds = 1.0;
+};
+
+// The defaults, indexed by Bucket: a less important bucket gets fewer
+// retries and waits longer.
+//   CRITICAL     2 retries  0.5 s
+//   DEGRADED     1          1 s
+//   BEST_EFFORT  1          2 s
+//   BULK         0          5 s
+std::array<RetryDialsBase, kBucketCount> default_retry_dials_base() noexcept;
+
+struct RetryDialsOptions {
+  std::array<RetryDialsBase, kBucketCount> buckets = default_retry_dials_base();
+  // How much longer the wait grows at p = 1: base x (1 + wait_growth x p).
+  double wait_growth = 3.0;
+};
+
+// Every field in range (max_retries 0..kMaxRetriesCap, retry_after_seconds
+// finite, > 0 and at most kMaxRetryAfterSeconds, wait_growth finite, 0..100),
+// and ordered so that a less important bucket never gets more retries nor a
+// shorter wait than a more important one. The error names the field:
+// "buckets[BULK].max_retries (3) must be at most buckets[BEST_EFFORT].max_retries (1) ...".
+Result<void> validate_retry_dials_options(const RetryDialsOptions& options);
+
+// The dials of a request of `bucket` shed with probability p:
+//   max_retries          ceil(base.max_retries x (1 - p)), so 0 at p = 1
+//   retry_after_seconds  base.retry_after_seconds x (1 + wait_growth x p),
+//                        at most kMaxRetryAfterSeconds
+// p is clamped to [0, 1]; NaN counts as 1 (no evidence is no invitation).
+// The ceiling forgives rounding (1e-9): 2 x (1 - 0.5) is 1, not 2. Meant for
+// validated options; whatever they hold, the result is within the caps.
+RetryDials retry_dials(Bucket bucket, double shed_probability, const RetryDialsOptions& options = {}) noexcept;
+// The same for a numeric priority, 1 (most important) to 100 (clamped).
+RetryDials retry_dials(int priority, double shed_probability, const RetryDialsOptions& options = {}) noexcept;
+
+// The dials within the caps: max_retries in 0..kMaxRetriesCap,
+// retry_after_seconds in 0..kMaxRetryAfterSeconds (NaN reads as the cap: the
+// most cautious reading).
+RetryDials clamp_retry_dials(const RetryDials& dials) noexcept;
+
+// The wire form, e.g. {"maxRetries":1,"retryAfterSeconds":2.5}, of the dials
+// clamped first; the seconds in the shortest form that reads back exactly.
+std::string format_retry_dials(const RetryDials& dials);
+
+// Reads exactly that JSON object: both keys, in any order, each once, no
+// other key; whitespace between tokens; numbers in JSON's grammar. Fails,
+// saying what is wrong, on anything else: garbage, a missing, repeated or
+// unknown key, a negative or fractional maxRetries, a negative
+// retryAfterSeconds, a number too large for a double (1e999), text longer
+// than kMaxRetryDialsText. Values past the caps are clamped to them
+// (maxRetries 1e308 reads 10): the server asked for more than a client grants.
+inline constexpr std::size_t kMaxRetryDialsText = 256;
+Result<RetryDials> parse_retry_dials(std::string_view text);
+
+// HTTP's Retry-After counts whole seconds: the wait rounded up, at least 1
+// when the wait is above 0, 0 when it is 0; within the cap (NaN reads as it).
+int retry_after_header_seconds(const RetryDials& dials) noexcept;
+
+}  // namespace headroom::orca

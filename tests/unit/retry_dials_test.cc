@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: Apache-2.0
+// Retry dials: the function per bucket and shed probability (table), its
+// options and their errors, the wire form (round trips, hostile input) and
+// HTTP's Retry-After.
+#include "headroom/orca/retry.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace headroom::orca {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// ---------------------------------------------------------------- the function
+
+TEST(RetryDials, TablePerBucketAndProbability) {
+  struct Case {
+    Bucket bucket;
+    double p;
+    int max_retries;
+    double retry_after;
+  };
+  // max_retries = ceil(base x (1 - p)); retry_after = base x (1 + 3p).
+  const Case cases[] = {
+      {Bucket::CRITICAL, 0.0, 2, 0.5},     {Bucket::CRITICAL, 0.5, 1, 1.25},   {Bucket::CRITICAL, 0.9, 1, 1.85},
+      {Bucket::CRITICAL, 1.0, 0, 2.0},     {Bucket::CRITICAL, kNaN, 0, 2.0},   {Bucket::CRITICAL, -0.3, 2, 0.5},
+      {Bucket::CRITICAL, 1.7, 0, 2.0},     {Bucket::CRITICAL, 0.25, 2, 0.875}, {Bucket::CRITICAL, 0.6, 1, 1.4},
+      {Bucket::DEGRADED, 0.0, 1, 1.0},     {Bucket::DEGRADED, 0.5, 1, 2.5},    {Bucket::DEGRADED, 0.9, 1, 3.7},
+      {Bucket::DEGRADED, 1.0, 0, 4.0},     {Bucket::DEGRADED, kNaN, 0, 4.0},   {Bucket::DEGRADED, -1.0, 1, 1.0},
+      {Bucket::DEGRADED, 2.0, 0, 4.0},     {Bucket::BEST_EFFORT, 0.0, 1, 2.0}, {Bucket::BEST_EFFORT, 0.5, 1, 5.0},
+      {Bucket::BEST_EFFORT, 0.9, 1, 7.4},  {Bucket::BEST_EFFORT, 1.0, 0, 8.0}, {Bucket::BEST_EFFORT, kNaN, 0, 8.0},
+      {Bucket::BEST_EFFORT, -kInf, 1, 2.0}, {Bucket::BEST_EFFORT, kInf, 0, 8.0}, {Bucket::BULK, 0.0, 0, 5.0},
+      {Bucket::BULK, 0.5, 0, 12.5},        {Bucket::BULK, 0.9, 0, 18.5},       {Bucket::BULK, 1.0, 0, 20.0},
+      {Bucket::BULK, kNaN, 0, 20.0},       {Bucket::BULK, -0.5, 0, 5.0},       {Bucket::BULK, 3.0, 0, 20.0},
+  };
+  for (const Case& c : cases) {
+    const RetryDials d = retry_dials(c.bucket, c.p);
+    EXPECT_EQ(d.max_retries, c.max_retries) << bucket_name(c.bucket) << " p=" << c.p;
+    EXPECT_NEAR(d.retry_after_seconds, c.retry_after, 1e-12) << bucket_name(c.bucket) << " p=" << c.p;
+  }
+}
+
+TEST(RetryDials, PriorityPicksItsBucketAndClamps) {
+  EXPECT_EQ(retry_dials(1, 0.0).max_retries, 2);
+  EXPECT_EQ(retry_dials(25, 0.0).max_retries, 2);
+  EXPECT_EQ(retry_dials(26, 0.0).max_retries, 1);
+  EXPECT_DOUBLE_EQ(retry_dials(51, 0.0).retry_after_seconds, 2.0);
+  EXPECT_DOUBLE_EQ(retry_dials(100, 0.0).retry_after_seconds, 5.0);
+  EXPECT_DOUBLE_EQ(retry_dials(-7, 0.0).retry_after_seconds, 0.5);   // clamped to 1
+  EXPECT_DOUBLE_EQ(retry_dials(1000, 0.0).retry_after_seconds, 5.0);  // clamped to 100
+}
+
+TEST(RetryDials, LessImportantNeverRetriesMoreNorSooner) {
+  for (double p = 0.0; p <= 1.0; p += 0.05)
+    for (int b = 1; b < kBucketCount; ++b) {
+      const RetryDials less = retry_dials(static_cast<Bucket>(b), p);
+      const RetryDials more = retry_dials(static_cast<Bucket>(b - 1), p);
+      EXPECT_LE(less.max_retries, more.max_retries) << "p=" << p << " bucket " << b;
+      EXPECT_GE(less.retry_after_seconds, more.retry_after_seconds) << "p=" << p << " bucket " << b;
+    }
+}
+
+TEST(RetryDials, CustomOptionsAndTheCaps) {
+  RetryDialsOptions o;
+  o.buckets = {RetryDialsBase{10, 1000}, RetryDialsBase{10, 1000}, RetryDialsBase{10, 1000},
+               RetryDialsBase{10, 1000}};
+  o.wait_growth = 100;
+  ASSERT_TRUE(validate_retry_dials_options(o));
+  EXPECT_EQ(retry_dials(Bucket::BULK, 0.0, o).max_retries, 10);
+  EXPECT_EQ(retry_dials(Bucket::BULK, 0.95, o).max_retries, 1);  // ceil(0.5)
+  EXPECT_DOUBLE_EQ(retry_dials(Bucket::BULK, 0.5, o).retry_after_seconds, kMaxRetryAfterSeconds);
+  o.wait_growth = 0;
+  EXPECT_DOUBLE_EQ(retry_dials(Bucket::BULK, 1.0, o).retry_after_seconds, 1000);
+}
+
+TEST(RetryDialsOptions, ErrorsNameTheField) {
+  struct Case {
+    void (*edit)(RetryDialsOptions&);
+    const char* expect;
+  };
+  const Case cases[] = {
+      {[](RetryDialsOptions& o) { o.buckets[3].max_retries = 2; },
+       "buckets[BULK].max_retries (2) must be at most buckets[BEST_EFFORT].max_retries (1)"},
+      {[](RetryDialsOptions& o) { o.buckets[1].retry_after_seconds = 0.25; },
+       "buckets[DEGRADED].retry_after_seconds (0.25) must be at least buckets[CRITICAL].retry_after_seconds (0.5)"},
+      {[](RetryDialsOptions& o) { o.buckets[0].max_retries = 11; },
+       "buckets[CRITICAL].max_retries (11) must be 0 to 10"},
+      {[](RetryDialsOptions& o) { o.buckets[2].max_retries = -1; }, "buckets[BEST_EFFORT].max_retries (-1)"},
+      {[](RetryDialsOptions& o) { o.buckets[0].retry_after_seconds = 0; },
+       "buckets[CRITICAL].retry_after_seconds (0) must be greater than 0"},
+      {[](RetryDialsOptions& o) { o.buckets[3].retry_after_seconds = kNaN; },
+       "buckets[BULK].retry_after_seconds (nan)"},
+      {[](RetryDialsOptions& o) { o.buckets[3].retry_after_seconds = 4000; },
+       "buckets[BULK].retry_after_seconds (4000)"},
+      {[](RetryDialsOptions& o) { o.wait_growth = -1; }, "wait_growth (-1) must be 0 to 100"},
+      {[](RetryDialsOptions& o) { o.wait_growth = kInf; }, "wait_growth (inf)"},
+  };
+  ASSERT_TRUE(validate_retry_dials_options(RetryDialsOptions{}));
+  for (const Case& c : cases) {
+    RetryDialsOptions o;
+    c.edit(o);
+    auto r = validate_retry_dials_options(o);
+    ASSERT_FALSE(r) << c.expect;
+    EXPECT_NE(r.error().message.find(c.expect), std::string::npos) << r.error().message;
+  }
+}
+
+// ---------------------------------------------------------------- the wire form
+
+TEST(RetryDialsWire, FormatsTheObject) {
+  EXPECT_EQ(format_retry_dials({1, 2.5}), R"({"maxRetries":1,"retryAfterSeconds":2.5})");
+  EXPECT_EQ(format_retry_dials({0, 20}), R"({"maxRetries":0,"retryAfterSeconds":20})");
+  EXPECT_EQ(format_retry_dials({2, 1.85}), R"({"maxRetries":2,"retryAfterSeconds":1.85})");
+  // Clamped to the caps before it goes out.
+  EXPECT_EQ(format_retry_dials({-3, -1}), R"({"maxRetries":0,"retryAfterSeconds":0})");
+  EXPECT_EQ(format_retry_dials({99, 1e9}), R"({"maxRetries":10,"retryAfterSeconds":3600})");
+  EXPECT_EQ(format_retry_dials({1, kNaN}), R"({"maxRetries":1,"retryAfterSeconds":3600})");
+}
+
+TEST(RetryDialsWire, RoundTripsEveryDefault) {
+  for (int b = 0; b < kBucketCount; ++b)
+    for (double p : {0.0, 0.1, 0.33, 0.5, 0.9, 1.0}) {
+      const RetryDials d = retry_dials(static_cast<Bucket>(b), p);
+      const auto back = parse_retry_dials(format_retry_dials(d));
+      ASSERT_TRUE(back) << back.error().message;
+      EXPECT_EQ(back->max_retries, d.max_retries);
+      EXPECT_EQ(back->retry_after_seconds, d.retry_after_seconds);  // exact: shortest round-trip form
+    }
+}
+
+TEST(RetryDialsWire, ParsesWhitespaceAndAnyOrder) {
+  struct Case {
+    const char* text;
+    int max_retries;
+    double retry_after;
+  };
+  const Case cases[] = {
+      {R"({"maxRetries":1,"retryAfterSeconds":2.5})", 1, 2.5},
+      {R"({"retryAfterSeconds":0.5,"maxRetries":2})", 2, 0.5},
+      {" \t{ \"maxRetries\" : 0 ,\r\n \"retryAfterSeconds\" : 5 } \n", 0, 5},
+      {R"({"maxRetries":3,"retryAfterSeconds":1e1})", 3, 10},
+      {R"({"maxRetries":2.0,"retryAfterSeconds":0})", 2, 0},
+      {R"({"maxRetries":-0,"retryAfterSeconds":1E-400})", 0, 0},  // underflow reads 0
+      // Past the caps: clamped, never a storm nor an endless wait.
+      {R"({"maxRetries":1000000,"retryAfterSeconds":86400})", 10, 3600},
+      {R"({"maxRetries":1e308,"retryAfterSeconds":1e308})", 10, 3600},
+  };
+  for (const Case& c : cases) {
+    const auto d = parse_retry_dials(c.text);
+    ASSERT_TRUE(d) << c.text << ": " << d.error().message;
+    EXPECT_EQ(d->max_retries, c.max_retries) << c.text;
+    EXPECT_DOUBLE_EQ(d->retry_after_seconds, c.retry_after) << c.text;
+  }
+}
+
+TEST(RetryDialsWire, RefusesHostileInputSayingWhy) {
+  struct Case {
+    std::string text;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"", "expected '{' at the end"},
+      {"garbage", "expected '{' at offset 0"},
+      {"{}", "expected a key in double quotes"},
+      {R"({"maxRetries":1})", "\"retryAfterSeconds\" is missing"},
+      {R"({"retryAfterSeconds":1})", "\"maxRetries\" is missing"},
+      {R"({"maxRetries":1,"maxRetries":2,"retryAfterSeconds":1})", "\"maxRetries\" appears twice"},
+      {R"({"maxRetries":1,"retryAfterSeconds":1,"retryAfterSeconds":1})", "\"retryAfterSeconds\" appears twice"},
+      {R"({"maxRetries":1,"retryAfterSeconds":1,"extra":1})", "unknown key \"extra\""},
+      {R"({"maxRetries":-1,"retryAfterSeconds":1})", "\"maxRetries\" (-1) must not be negative"},
+      {R"({"maxRetries":1,"retryAfterSeconds":-0.5})", "\"retryAfterSeconds\" (-0.5) must not be negative"},
+      {R"({"maxRetries":1.5,"retryAfterSeconds":1})", "\"maxRetries\" (1.5) must be a whole number"},
+      {R"({"maxRetries":NaN,"retryAfterSeconds":1})", "\"maxRetries\" must be a number"},
+      {R"({"maxRetries":1,"retryAfterSeconds":Infinity})", "\"retryAfterSeconds\" must be a number"},
+      {R"({"maxRetries":1,"retryAfterSeconds":1e999})", "\"retryAfterSeconds\" (1e999) is too large"},
+      {R"({"maxRetries":"1","retryAfterSeconds":1})", "\"maxRetries\" must be a number"},
+      {R"({"maxRetries":01,"retryAfterSeconds":1})", "expected ',' or '}'"},
+      {R"({"maxRetries":1.,"retryAfterSeconds":1})", "\"maxRetries\" must be a number"},
+      {R"({"maxRetries":+1,"retryAfterSeconds":1})", "\"maxRetries\" must be a number"},
+      {R"({"maxRetries":1 "retryAfterSeconds":1})", "expected ',' or '}'"},
+      {R"({"maxRetries":1,"retryAfterSeconds":1,})", "expected a key in double quotes"},
+      {R"({"maxRetries":1,"retryAfterSeconds":1}})", "unexpected text after '}'"},
+      {R"({"maxRetries" 1,"retryAfterSeconds":1})", "expected ':' after \"maxRetries\""},
+      {R"({"max\u0052etries":1,"retryAfterSeconds":1})", "expected a key in double quotes"},
+      {R"({maxRetries:1,retryAfterSeconds:1})", "expected a key in double quotes"},
+      {R"([{"maxRetries":1,"retryAfterSeconds":1}])", "expected '{'"},
+      {R"({"maxRetries":1,"retryAfterSeconds":1)", "expected ',' or '}' at the end"},
+      {std::string("{\"maxRetries\":1,\"retryAfterSeconds\":1}\0", 39), "unexpected text after '}'"},
+      {"{\"maxRetries\":1,\"retryAfterSeconds\":1" + std::string(300, ' ') + "}", "more than 256"},
+  };
+  for (const Case& c : cases) {
+    const auto d = parse_retry_dials(c.text);
+    ASSERT_FALSE(d) << c.text;
+    EXPECT_NE(d.error().message.find(c.expect), std::string::npos) << c.text << ": " << d.error().message;
+    EXPECT_EQ(d.error().message.rfind("retry dials: ", 0), 0u) << d.error().message;
+  }
+}
+
+TEST(RetryDialsWire, RetryAfterHeaderRoundsUp) {
+  struct Case {
+    double seconds;
+    int header;
+  };
+  const Case cases[] = {{0, 0},   {-1, 0},   {0.001, 1},  {0.5, 1},     {1.0, 1},
+                        {1.01, 2}, {2.5, 3}, {20, 20},    {1e9, 3600},  {kNaN, 3600}};
+  for (const Case& c : cases) EXPECT_EQ(retry_after_header_seconds({1, c.seconds}), c.header) << c.seconds;
+}
+
+}  // namespace
+}  // namespace headroom::orca
