@@ -399,8 +399,10 @@ static __always_inline __u32 answer_status(const struct sock *sk, __u32 n) {
   /* The bytes through a typed read-only view of 16 bytes (plain loads that
    * read 0 on a fault): no helper call, no copy. */
   const struct in6_addr *v = bpf_rdonly_cast((const void *)at, bpf_core_type_id_kernel(struct in6_addr));
+  /* "HTTP" in one word, then '/', the space and the status's first digit. */
+  if (v->in6_u.u6_addr32[0] != bpf_htonl(0x48545450)) return 0;
   const __u8 *b = v->in6_u.u6_addr8;
-  if (!(b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/' && b[8] == ' ')) return 0;
+  if (b[4] != '/' || b[8] != ' ') return 0;
   return status_kind(b[9]);
 }
 
