@@ -21,10 +21,12 @@
 // CPU to decide. The only input is the report headroomd writes for --scope,
 // so the example shows the reference shedder, not a home-grown controller.
 //
-// The command line is options.{h,cc}, the HTTP/1.1 parsing http.{h,cc}.
+// The command line is options.{h,cc}, the HTTP/1.1 parsing http.{h,cc}, the
+// shed answer's headers shed_answer.{h,cc}.
 //
 // Build (README.md, Makefile):
-//   c++ -std=c++20 -O2 server.cc options.cc http.cc $(pkg-config --cflags --libs headroom-orca) -pthread
+//   c++ -std=c++20 -O2 server.cc options.cc http.cc dependency.cc shed_answer.cc
+//     $(pkg-config --cflags --libs headroom-orca) -pthread
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -67,6 +69,7 @@
 #include "dependency.h"
 #include "http.h"
 #include "options.h"
+#include "shed_answer.h"
 
 namespace {
 
@@ -372,9 +375,10 @@ class Server {
       const Priority prio = given.value_or(opt_.default_priority);
       const int b = static_cast<int>(prio.bucket);
       // The decision: one table lookup and one draw from our own generator.
-      if (!opt_.no_shed && uniform_(rng_) < pub_.probability(prio)) {
+      const double p = opt_.no_shed ? 0.0 : pub_.probability(prio);
+      if (!opt_.no_shed && uniform_(rng_) < p) {  // the answer says how to retry (shed_answer.h)
         ++shed_[b];
-        respond(c, opt_.shed_status, "shed\n", r.keep_alive, head, "x-headroom-shed: 1\r\n");
+        respond(c, opt_.shed_status, "shed\n", r.keep_alive, head, shed_answer_headers(prio, p));
         continue;
       }
       const bool dependency = !opt_.dependency.empty() && r.path.starts_with(opt_.dependency_path);

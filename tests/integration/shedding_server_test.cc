@@ -31,6 +31,7 @@
 #include "headroom/orca/names.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_writer.h"
+#include "headroom/orca/retry.h"
 #include "headroom/orca/shedder.h"
 #include "process.h"
 #include "temp_dir.h"
@@ -198,6 +199,24 @@ double stat(const std::string& json, const std::string& bucket, const std::strin
   if (value.rfind("true", 0) == 0) return 1;
   if (value.rfind("false", 0) == 0) return 0;
   return std::strtod(value.c_str(), nullptr);
+}
+
+// The value of header `name` (any case) in a message's head, spaces trimmed.
+std::optional<std::string> header_value(const std::string& head, std::string_view name) {
+  std::istringstream lines(head);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos || colon != name.size()) continue;
+    bool same = true;
+    for (std::size_t i = 0; i < colon; ++i)
+      same = same && std::tolower(static_cast<unsigned char>(line[i])) == std::tolower(static_cast<unsigned char>(name[i]));
+    if (!same) continue;
+    std::size_t from = colon + 1;
+    while (from < line.size() && line[from] == ' ') ++from;
+    return line.substr(from);
+  }
+  return std::nullopt;
 }
 
 class SheddingServer : public ::testing::Test {
@@ -636,6 +655,54 @@ TEST_F(SheddingServer, HttpFraming) {
   EXPECT_EQ(b->body, "served CRITICAL\n");
   EXPECT_EQ(stat(s->body, "BULK", "served"), 1) << s->body;
   EXPECT_EQ(stat(s->body, "CRITICAL", "served"), 1) << s->body;
+}
+
+// 11. A shed answer says how to retry: Retry-After and x-headroom-retry carry
+// the dials of the request's priority at the probability it was shed with
+// (orca::retry_dials), for CRITICAL and BULK both shed at 0.95 of
+// max_concurrency; BULK, shed for certain, is told not to retry and to wait
+// longer.
+TEST_F(SheddingServer, ShedAnswerCarriesTheRetryDials) {
+  publish(0.95);
+  const double p_critical = orca::shed_probability(0.95, orca::Bucket::CRITICAL, concurrency_);
+  const double p_bulk = orca::shed_probability(0.95, orca::Bucket::BULK, concurrency_);
+  ASSERT_GT(p_critical, 0.2);
+  ASSERT_LT(p_critical, 1.0);
+  ASSERT_EQ(p_bulk, 1.0);
+  ShedServer server(shed_args(), logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == 1; }, 5s)) << stats(c);
+  struct Case {
+    const char* priority;
+    double p;
+  };
+  std::optional<orca::RetryDials> critical, bulk;
+  for (const Case& k : {Case{"CRITICAL", p_critical}, Case{"BULK", p_bulk}}) {
+    std::optional<Client::Response> r;
+    for (int i = 0; i < 200 && !(r && r->status == 503); ++i) r = c.get("/work", k.priority);
+    ASSERT_TRUE(r && r->status == 503) << k.priority << " never shed at p = " << k.p;
+    EXPECT_TRUE(r->shed_header) << r->head;
+    const orca::RetryDials want = orca::retry_dials(orca::parse_bucket(k.priority).value(), k.p);
+    const auto retry_after = header_value(r->head, "Retry-After");
+    const auto dials = header_value(r->head, orca::kRetryDialsHeader);
+    ASSERT_TRUE(retry_after && dials) << k.priority << ":\n" << r->head;
+    EXPECT_EQ(*retry_after, std::to_string(orca::retry_after_header_seconds(want))) << k.priority;
+    EXPECT_EQ(*dials, orca::format_retry_dials(want)) << k.priority;
+    const auto read = orca::parse_retry_dials(*dials);
+    ASSERT_TRUE(read) << read.error().message;
+    (k.p == p_bulk ? bulk : critical) = *read;
+  }
+  ASSERT_TRUE(critical && bulk);
+  EXPECT_EQ(bulk->max_retries, 0);  // said, not left out
+  EXPECT_GT(critical->max_retries, 0);
+  EXPECT_GT(bulk->retry_after_seconds, critical->retry_after_seconds);
+  // A numeric level gets its bucket's dials at its own probability.
+  const double p90 = orca::shed_probability(0.95, 90, concurrency_);
+  ASSERT_EQ(p90, 1.0);
+  const auto r = c.get("/work", "90");
+  ASSERT_TRUE(r && r->status == 503);
+  EXPECT_EQ(header_value(r->head, orca::kRetryDialsHeader), orca::format_retry_dials(orca::retry_dials(90, p90)));
 }
 
 }  // namespace
