@@ -62,6 +62,7 @@
 #include <CLI/CLI.hpp>
 #include <headroom/orca/dependency_gate.h>
 #include <headroom/orca/names.h>
+#include <headroom/orca/priority.h>
 #include <headroom/orca/report_reader.h>
 #include <headroom/orca/result.h>
 #include <headroom/orca/shedder.h>
@@ -196,6 +197,7 @@ void burn_cpu(int64_t cost_ns, const std::atomic<bool>& stop) {
 struct Job {
   uint64_t conn = 0;  // the connection's id, not its fd: it may close meanwhile
   int bucket = 0;
+  int priority = 0;         // 1..100: what its dependency call is stamped with
   bool head = false;        // HEAD: the response carries no body
   bool keep_alive = true;
   bool dependency = false;  // under --dependency-path: the worker calls the dependency for `path`
@@ -233,8 +235,12 @@ class WorkQueue {
         jobs_.pop_front();
         active_.fetch_add(1);
       }
-      burn_cpu(cost_ns, stop);
-      if (job.dependency && dependency) job.result = dependency->call(job.path);
+      {
+        // The request's work at its priority: the dependency call carries it.
+        const orca::PriorityScope scope(job.priority);
+        burn_cpu(cost_ns, stop);
+        if (job.dependency && dependency) job.result = dependency->call(job.path);
+      }
       active_.fetch_sub(1);
       { std::lock_guard lock(done_mu_); done_.push_back(job); }
       const uint64_t one = 1;
@@ -393,7 +399,9 @@ class Server {
         }
       }
       c.busy = true;
-      queue_.push(Job{c.id, b, head, r.keep_alive, dependency, dependency ? r.path : std::string()});
+      // A bucket's name stands for its least important level, as orca::parse_priority_value reads it.
+      const int level = prio.level > 0 ? prio.level : orca::priority_range(prio.bucket).last;
+      queue_.push(Job{c.id, b, level, head, r.keep_alive, dependency, dependency ? r.path : std::string()});
     }
   }
 

@@ -14,12 +14,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -29,6 +31,7 @@
 
 #include "headroom/orca/clock.h"
 #include "headroom/orca/names.h"
+#include "headroom/orca/priority.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_writer.h"
 #include "headroom/orca/retry.h"
@@ -703,6 +706,96 @@ TEST_F(SheddingServer, ShedAnswerCarriesTheRetryDials) {
   const auto r = c.get("/work", "90");
   ASSERT_TRUE(r && r->status == 503);
   EXPECT_EQ(header_value(r->head, orca::kRetryDialsHeader), orca::format_retry_dials(orca::retry_dials(90, p90)));
+}
+
+// A dependency that answers 200 "ok" to every request and keeps the heads it
+// got (the test server does not say what it received).
+class RecordingDependency {
+ public:
+  RecordingDependency() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      return;
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~RecordingDependency() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  std::vector<std::string> heads() {
+    std::lock_guard lock(mu_);
+    return heads_;
+  }
+
+ private:
+  // One connection at a time, as the server's one worker keeps one.
+  void serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) != 1) continue;
+      const int conn = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn < 0) continue;
+      std::string in;
+      while (!stop_) {
+        pollfd q{conn, POLLIN, 0};
+        if (::poll(&q, 1, 50) != 1) continue;
+        char buf[4096];
+        const ssize_t n = ::recv(conn, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<std::size_t>(n));
+        for (std::size_t end; (end = in.find("\r\n\r\n")) != std::string::npos;) {
+          { std::lock_guard lock(mu_); heads_.push_back(in.substr(0, end + 4)); }
+          in.erase(0, end + 4);
+          const std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
+          (void)!::send(conn, answer.data(), answer.size(), MSG_NOSIGNAL);
+        }
+      }
+      ::close(conn);
+    }
+  }
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> heads_;
+};
+
+// 12. The dependency call carries the request's priority (x-priority, the
+// worker's orca::PriorityScope): a level as given, a bucket's name as its
+// least important level, a missing or garbage header as --default-priority.
+TEST_F(SheddingServer, DependencyCallCarriesTheRequestsPriority) {
+  RecordingDependency dep;
+  ASSERT_GT(dep.port(), 0);
+  ShedServer server({"--no-shed", "--cost", "0", "--default-priority", "40", "--dependency",
+                     "127.0.0.1:" + std::to_string(dep.port())},
+                    logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  struct Case {
+    std::optional<std::string_view> header;
+    const char* stamped;
+  };
+  const Case cases[] = {{"10", "10"}, {"BULK", "100"}, {" critical ", "25"}, {"77", "77"},
+                        {std::nullopt, "40"}, {"garbage", "40"}, {"101", "40"}};
+  for (const Case& k : cases) {
+    const auto r = c.get("/dep/x", k.header);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->head << r->body;
+  }
+  const auto heads = dep.heads();
+  ASSERT_EQ(heads.size(), std::size(cases));
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    EXPECT_EQ(header_value(heads[i], orca::kPriorityHeader), std::optional<std::string>(cases[i].stamped))
+        << "request " << i << " with x-priority " << cases[i].header.value_or("(none)") << ":\n" << heads[i];
+  }
 }
 
 }  // namespace
