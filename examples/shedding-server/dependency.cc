@@ -14,7 +14,11 @@
 #include <string>
 #include <system_error>
 
+#include <headroom/orca/priority.h>
+
 namespace shedding_server {
+
+namespace orca = headroom::orca;
 
 std::optional<sockaddr_in> parse_ipv4_endpoint(std::string_view text) {
   const std::size_t colon = text.rfind(':');
@@ -105,7 +109,11 @@ CallResult DependencyClient::call(std::string_view path) {
   if (fd_ < 0 && !connect_once()) return CallResult::failed;
   std::string request = "GET ";
   request += path;
-  request += " HTTP/1.1\r\nHost: dependency\r\n\r\n";
+  request += " HTTP/1.1\r\nHost: dependency\r\n";
+  request += orca::kPriorityHeader;  // the caller's PriorityScope, or a downgrade of it
+  request += ": ";
+  request += orca::format_priority_header(orca::outgoing_priority());
+  request += "\r\n\r\n";
   if (::send(fd_, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
     drop();
     return CallResult::failed;

@@ -38,8 +38,9 @@ class DependencyClient {
   DependencyClient(const DependencyClient&) = delete;
   DependencyClient& operator=(const DependencyClient&) = delete;
 
-  // GET `path`; a failure or a timeout closes the connection (the next call
-  // connects again).
+  // GET `path`, with x-priority: orca::outgoing_priority() (the caller's
+  // PriorityScope, headroom/orca/priority.h); a failure or a timeout closes
+  // the connection (the next call connects again).
   CallResult call(std::string_view path);
 
  private:

@@ -7,21 +7,18 @@
 #include <charconv>
 #include <system_error>
 
-#include <headroom/orca/text.h>
+#include <headroom/orca/priority.h>
 
 namespace shedding_server {
 
-// "critical", "BEST_EFFORT", "best-effort" (any case), or 1..100. Numbers
-// outside 1..100 are refused rather than clamped: a typo should not become
-// the most important priority.
+// The library's parser (orca/priority.h), so that the server reads the header
+// as every other user of it does; a bucket's name keeps the bucket as a whole
+// (level 0) for the shedder's decision.
 std::optional<Priority> parse_priority(std::string_view text) {
-  text = headroom::trim(text);
-  if (auto bucket = orca::parse_bucket(text)) return Priority{*bucket, 0};
-  int n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  if (n < orca::kMostImportantPriority || n > orca::kLeastImportantPriority) return std::nullopt;
-  return Priority{orca::bucket_of_priority(n), n};
+  const auto value = orca::parse_priority_value(text);
+  if (!value) return std::nullopt;
+  const orca::Bucket bucket = orca::bucket_of_priority(value->priority);
+  return Priority{bucket, value->bucket_name ? 0 : value->priority};
 }
 
 // "1ms", "250us", "0.5s", "0": CPU time per request.

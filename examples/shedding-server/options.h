@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <headroom/orca/names.h>
+#include <headroom/orca/priority.h>
 #include <headroom/orca/result.h>
 #include <headroom/orca/shedder.h>
 
@@ -25,9 +26,9 @@ struct Priority {
   int level = 0;
 };
 
-// "critical", "BEST_EFFORT", "best-effort" (any case), or 1..100. Numbers
-// outside 1..100 are refused rather than clamped: a typo should not become
-// the most important priority.
+// "critical", "BEST_EFFORT", "best-effort" (any case), or 1..100, as
+// orca::parse_priority_value reads it: numbers outside 1..100 are refused
+// rather than clamped (a typo should not become the most important priority).
 std::optional<Priority> parse_priority(std::string_view text);
 
 // "1ms", "250us", "0.5s", "0": CPU time per request.
@@ -41,7 +42,7 @@ struct Options {
   std::vector<std::string> signals = {std::string(orca::kApplicationUtilization)};  // the reference shedder's default
   std::optional<double> shed_start, critical_start, all_shed;  // unset: the signal's default
   orca::StalePolicy stale = orca::StalePolicy::fail_open;
-  std::string priority_header = "x-priority";
+  std::string priority_header = std::string(orca::kPriorityHeader);
   Priority default_priority{orca::Bucket::DEGRADED, 0};
   int shed_status = 503;
   int workers = 1;

@@ -21,10 +21,12 @@
 // CPU to decide. The only input is the report headroomd writes for --scope,
 // so the example shows the reference shedder, not a home-grown controller.
 //
-// The command line is options.{h,cc}, the HTTP/1.1 parsing http.{h,cc}.
+// The command line is options.{h,cc}, the HTTP/1.1 parsing http.{h,cc}, the
+// shed answer's headers shed_answer.{h,cc}.
 //
 // Build (README.md, Makefile):
-//   c++ -std=c++20 -O2 server.cc options.cc http.cc $(pkg-config --cflags --libs headroom-orca) -pthread
+//   c++ -std=c++20 -O2 server.cc options.cc http.cc dependency.cc shed_answer.cc
+//     $(pkg-config --cflags --libs headroom-orca) -pthread
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -60,6 +62,7 @@
 #include <CLI/CLI.hpp>
 #include <headroom/orca/dependency_gate.h>
 #include <headroom/orca/names.h>
+#include <headroom/orca/priority.h>
 #include <headroom/orca/report_reader.h>
 #include <headroom/orca/result.h>
 #include <headroom/orca/shedder.h>
@@ -67,6 +70,7 @@
 #include "dependency.h"
 #include "http.h"
 #include "options.h"
+#include "shed_answer.h"
 
 namespace {
 
@@ -193,6 +197,7 @@ void burn_cpu(int64_t cost_ns, const std::atomic<bool>& stop) {
 struct Job {
   uint64_t conn = 0;  // the connection's id, not its fd: it may close meanwhile
   int bucket = 0;
+  int priority = 0;         // 1..100: what its dependency call is stamped with
   bool head = false;        // HEAD: the response carries no body
   bool keep_alive = true;
   bool dependency = false;  // under --dependency-path: the worker calls the dependency for `path`
@@ -230,8 +235,12 @@ class WorkQueue {
         jobs_.pop_front();
         active_.fetch_add(1);
       }
-      burn_cpu(cost_ns, stop);
-      if (job.dependency && dependency) job.result = dependency->call(job.path);
+      {
+        // The request's work at its priority: the dependency call carries it.
+        const orca::PriorityScope scope(job.priority);
+        burn_cpu(cost_ns, stop);
+        if (job.dependency && dependency) job.result = dependency->call(job.path);
+      }
       active_.fetch_sub(1);
       { std::lock_guard lock(done_mu_); done_.push_back(job); }
       const uint64_t one = 1;
@@ -372,9 +381,10 @@ class Server {
       const Priority prio = given.value_or(opt_.default_priority);
       const int b = static_cast<int>(prio.bucket);
       // The decision: one table lookup and one draw from our own generator.
-      if (!opt_.no_shed && uniform_(rng_) < pub_.probability(prio)) {
+      const double p = opt_.no_shed ? 0.0 : pub_.probability(prio);
+      if (!opt_.no_shed && uniform_(rng_) < p) {  // the answer says how to retry (shed_answer.h)
         ++shed_[b];
-        respond(c, opt_.shed_status, "shed\n", r.keep_alive, head, "x-headroom-shed: 1\r\n");
+        respond(c, opt_.shed_status, "shed\n", r.keep_alive, head, shed_answer_headers(prio, p));
         continue;
       }
       const bool dependency = !opt_.dependency.empty() && r.path.starts_with(opt_.dependency_path);
@@ -389,7 +399,9 @@ class Server {
         }
       }
       c.busy = true;
-      queue_.push(Job{c.id, b, head, r.keep_alive, dependency, dependency ? r.path : std::string()});
+      // A bucket's name stands for its least important level, as orca::parse_priority_value reads it.
+      const int level = prio.level > 0 ? prio.level : orca::priority_range(prio.bucket).last;
+      queue_.push(Job{c.id, b, level, head, r.keep_alive, dependency, dependency ? r.path : std::string()});
     }
   }
 

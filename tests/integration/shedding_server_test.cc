@@ -14,12 +14,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -29,8 +31,10 @@
 
 #include "headroom/orca/clock.h"
 #include "headroom/orca/names.h"
+#include "headroom/orca/priority.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_writer.h"
+#include "headroom/orca/retry.h"
 #include "headroom/orca/shedder.h"
 #include "process.h"
 #include "temp_dir.h"
@@ -198,6 +202,24 @@ double stat(const std::string& json, const std::string& bucket, const std::strin
   if (value.rfind("true", 0) == 0) return 1;
   if (value.rfind("false", 0) == 0) return 0;
   return std::strtod(value.c_str(), nullptr);
+}
+
+// The value of header `name` (any case) in a message's head, spaces trimmed.
+std::optional<std::string> header_value(const std::string& head, std::string_view name) {
+  std::istringstream lines(head);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos || colon != name.size()) continue;
+    bool same = true;
+    for (std::size_t i = 0; i < colon; ++i)
+      same = same && std::tolower(static_cast<unsigned char>(line[i])) == std::tolower(static_cast<unsigned char>(name[i]));
+    if (!same) continue;
+    std::size_t from = colon + 1;
+    while (from < line.size() && line[from] == ' ') ++from;
+    return line.substr(from);
+  }
+  return std::nullopt;
 }
 
 class SheddingServer : public ::testing::Test {
@@ -636,6 +658,144 @@ TEST_F(SheddingServer, HttpFraming) {
   EXPECT_EQ(b->body, "served CRITICAL\n");
   EXPECT_EQ(stat(s->body, "BULK", "served"), 1) << s->body;
   EXPECT_EQ(stat(s->body, "CRITICAL", "served"), 1) << s->body;
+}
+
+// 11. A shed answer says how to retry: Retry-After and x-headroom-retry carry
+// the dials of the request's priority at the probability it was shed with
+// (orca::retry_dials), for CRITICAL and BULK both shed at 0.95 of
+// max_concurrency; BULK, shed for certain, is told not to retry and to wait
+// longer.
+TEST_F(SheddingServer, ShedAnswerCarriesTheRetryDials) {
+  publish(0.95);
+  const double p_critical = orca::shed_probability(0.95, orca::Bucket::CRITICAL, concurrency_);
+  const double p_bulk = orca::shed_probability(0.95, orca::Bucket::BULK, concurrency_);
+  ASSERT_GT(p_critical, 0.2);
+  ASSERT_LT(p_critical, 1.0);
+  ASSERT_EQ(p_bulk, 1.0);
+  ShedServer server(shed_args(), logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == 1; }, 5s)) << stats(c);
+  struct Case {
+    const char* priority;
+    double p;
+  };
+  std::optional<orca::RetryDials> critical, bulk;
+  for (const Case& k : {Case{"CRITICAL", p_critical}, Case{"BULK", p_bulk}}) {
+    std::optional<Client::Response> r;
+    for (int i = 0; i < 200 && !(r && r->status == 503); ++i) r = c.get("/work", k.priority);
+    ASSERT_TRUE(r && r->status == 503) << k.priority << " never shed at p = " << k.p;
+    EXPECT_TRUE(r->shed_header) << r->head;
+    const orca::RetryDials want = orca::retry_dials(orca::parse_bucket(k.priority).value(), k.p);
+    const auto retry_after = header_value(r->head, "Retry-After");
+    const auto dials = header_value(r->head, orca::kRetryDialsHeader);
+    ASSERT_TRUE(retry_after && dials) << k.priority << ":\n" << r->head;
+    EXPECT_EQ(*retry_after, std::to_string(orca::retry_after_header_seconds(want))) << k.priority;
+    EXPECT_EQ(*dials, orca::format_retry_dials(want)) << k.priority;
+    const auto read = orca::parse_retry_dials(*dials);
+    ASSERT_TRUE(read) << read.error().message;
+    (k.p == p_bulk ? bulk : critical) = *read;
+  }
+  ASSERT_TRUE(critical && bulk);
+  EXPECT_EQ(bulk->max_retries, 0);  // said, not left out
+  EXPECT_GT(critical->max_retries, 0);
+  EXPECT_GT(bulk->retry_after_seconds, critical->retry_after_seconds);
+  // A numeric level gets its bucket's dials at its own probability.
+  const double p90 = orca::shed_probability(0.95, 90, concurrency_);
+  ASSERT_EQ(p90, 1.0);
+  const auto r = c.get("/work", "90");
+  ASSERT_TRUE(r && r->status == 503);
+  EXPECT_EQ(header_value(r->head, orca::kRetryDialsHeader), orca::format_retry_dials(orca::retry_dials(90, p90)));
+}
+
+// A dependency that answers 200 "ok" to every request and keeps the heads it
+// got (the test server does not say what it received).
+class RecordingDependency {
+ public:
+  RecordingDependency() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      return;
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~RecordingDependency() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  std::vector<std::string> heads() {
+    std::lock_guard lock(mu_);
+    return heads_;
+  }
+
+ private:
+  // One connection at a time, as the server's one worker keeps one.
+  void serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) != 1) continue;
+      const int conn = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn < 0) continue;
+      std::string in;
+      while (!stop_) {
+        pollfd q{conn, POLLIN, 0};
+        if (::poll(&q, 1, 50) != 1) continue;
+        char buf[4096];
+        const ssize_t n = ::recv(conn, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        in.append(buf, static_cast<std::size_t>(n));
+        for (std::size_t end; (end = in.find("\r\n\r\n")) != std::string::npos;) {
+          { std::lock_guard lock(mu_); heads_.push_back(in.substr(0, end + 4)); }
+          in.erase(0, end + 4);
+          const std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
+          (void)!::send(conn, answer.data(), answer.size(), MSG_NOSIGNAL);
+        }
+      }
+      ::close(conn);
+    }
+  }
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> heads_;
+};
+
+// 12. The dependency call carries the request's priority (x-priority, the
+// worker's orca::PriorityScope): a level as given, a bucket's name as its
+// least important level, a missing or garbage header as --default-priority.
+TEST_F(SheddingServer, DependencyCallCarriesTheRequestsPriority) {
+  RecordingDependency dep;
+  ASSERT_GT(dep.port(), 0);
+  ShedServer server({"--no-shed", "--cost", "0", "--default-priority", "40", "--dependency",
+                     "127.0.0.1:" + std::to_string(dep.port())},
+                    logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  struct Case {
+    std::optional<std::string_view> header;
+    const char* stamped;
+  };
+  const Case cases[] = {{"10", "10"}, {"BULK", "100"}, {" critical ", "25"}, {"77", "77"},
+                        {std::nullopt, "40"}, {"garbage", "40"}, {"101", "40"}};
+  for (const Case& k : cases) {
+    const auto r = c.get("/dep/x", k.header);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->head << r->body;
+  }
+  const auto heads = dep.heads();
+  ASSERT_EQ(heads.size(), std::size(cases));
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    EXPECT_EQ(header_value(heads[i], orca::kPriorityHeader), std::optional<std::string>(cases[i].stamped))
+        << "request " << i << " with x-priority " << cases[i].header.value_or("(none)") << ":\n" << heads[i];
+  }
 }
 
 }  // namespace

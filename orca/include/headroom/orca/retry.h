@@ -26,6 +26,10 @@
 
 namespace headroom::orca {
 
+// The response header a shed answer carries the dials in, in the wire form
+// below (format_retry_dials), beside HTTP's Retry-After.
+inline constexpr std::string_view kRetryDialsHeader = "x-headroom-retry";
+
 // What a shed answer says: retry this call at most max_retries more times,
 // and not before retry_after_seconds from the answer.
 struct RetryDials {
