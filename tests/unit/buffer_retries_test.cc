@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // `headroomctl buffer --retries` without a socket (agent/ctl/buffer_retries.h):
 // each mode's schedule, the dials read from an answer, first attempts'
-// outcomes, the counts and amplification per step, and the client's hooks.
+// outcomes, the counts and amplification per step, the client's hooks and
+// the retries section of the outputs.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "agent/ctl/buffer_render.h"
 #include "agent/ctl/buffer_retries.h"
 #include "agent/ctl/loadgen_plan.h"
 
@@ -263,4 +266,40 @@ TEST(LoadgenRetryQueue, RetriesLeaveInTimeOrderNeverBeforeTheLastRecord) {
   EXPECT_EQ(second.phase, 2);
   EXPECT_EQ(second.request_class, 1);
   EXPECT_TRUE(q.empty());
+}
+
+TEST(BufferRetryRender, TheRetriesSectionOnlyWithRetries) {
+  b::RunReport report;
+  report.mix = {b::MixEntry{"CRITICAL", 1, 1}};
+  b::StepResult step;
+  step.step = b::Step{b::StepKind::ramp, 2, 20, seconds(1), seconds(0)};
+  step.by_class.resize(1);
+  report.steps = {step};
+  EXPECT_FALSE(nlohmann::json::parse(b::render_json(report)).contains("retries"));
+  for (const auto& line : b::render_table(report)) EXPECT_EQ(line.find("AMPLIFICATION"), std::string::npos) << line;
+
+  b::StepRetries retries;
+  retries.all.first_attempts = 4;
+  retries.all.retries = 6;
+  retries.all.suppressed[static_cast<std::size_t>(b::Suppressed::budget)] = 3;
+  retries.by_class = {retries.all};
+  report.retry_mode = b::RetryMode::budget;
+  report.max_retries = 3;
+  report.retries = {retries};
+  const auto doc = nlohmann::json::parse(b::render_json(report));
+  ASSERT_TRUE(doc.contains("retries"));
+  EXPECT_EQ(doc["retries"]["mode"], "budget");
+  EXPECT_EQ(doc["retries"]["max_retries"], 3);
+  const auto& all = doc["retries"]["steps"][0]["all"];
+  EXPECT_EQ(all["first_attempts"], 4);
+  EXPECT_EQ(all["retries"], 6);
+  EXPECT_DOUBLE_EQ(all["amplification"].get<double>(), 2.5);
+  EXPECT_EQ(all["suppressed"], 3);
+  EXPECT_EQ(all["suppressed_by"]["budget"], 3);
+  EXPECT_EQ(doc["retries"]["steps"][0]["classes"]["CRITICAL"]["retries"], 6);
+  std::string table;
+  for (const auto& line : b::render_table(report)) table += line + "\n";
+  EXPECT_NE(table.find("AMPLIFICATION"), std::string::npos) << table;
+  EXPECT_NE(table.find("2.50x"), std::string::npos) << table;
+  EXPECT_NE(table.find("budget 3"), std::string::npos) << table;
 }
