@@ -104,6 +104,8 @@ std::vector<std::string> retry_table(const RunReport& r) {
   }
   std::vector<std::string> out = {"retries: " + std::string(retry_mode_name(r.retry_mode)) + ", at most " +
                                   std::to_string(r.max_retries) + " per request; a request's outcome is its last attempt's"};
+  if (r.client.retries_past_end > 0)
+    out.push_back(std::to_string(r.client.retries_past_end) + " retries were due after the run's end and not sent");
   for (auto& line : format_table(t)) out.push_back(std::move(line));
   out.emplace_back();
   return out;
@@ -126,7 +128,10 @@ json retries_json(const RunReport& r) {
     for (std::size_t k = 0; k < r.mix.size() && k < s.by_class.size(); ++k) classes[r.mix[k].name] = retry_counts_json(s.by_class[k]);
     steps.push_back({{"all", retry_counts_json(s.all)}, {"classes", classes}});
   }
-  return json{{"mode", retry_mode_name(r.retry_mode)}, {"max_retries", r.max_retries}, {"steps", steps}};
+  return json{{"mode", retry_mode_name(r.retry_mode)},
+              {"max_retries", r.max_retries},
+              {"past_end", r.client.retries_past_end},
+              {"steps", steps}};
 }
 
 }  // namespace

@@ -103,6 +103,7 @@ class Engine {
     }
     current_.assign(weights_.size(), 0.0);
     for (const auto& p : plans_) total_ += p.count;
+    for (const auto& ph : o.phases) end_ns_ += ph.duration.count();
     timeout_ns_ = o.timeout.count();
     const std::size_t reserve = static_cast<std::size_t>(std::min<uint64_t>(total_, uint64_t{1} << 22));
     result_.records.reserve(reserve);
@@ -215,7 +216,8 @@ class Engine {
     if (r.attempt == std::numeric_limits<uint8_t>::max()) return;
     const int64_t now = since_start(Clock::now());
     const int64_t delay = o_.retry.after(r, response_, now);
-    if (delay >= 0) retries_.push(r, now + delay);
+    if (delay >= 0 && now + delay >= end_ns_) ++result_.retries_past_end;
+    else if (delay >= 0) retries_.push(r, now + delay);
   }
 
   // Appends a record for every request and retry due by `now`, the back of
@@ -606,6 +608,7 @@ class Engine {
   double weight_total_ = 0;
   uint64_t total_ = 0;
   int64_t timeout_ns_ = 0;
+  int64_t end_ns_ = 0;  // the last phase's end
   Clock::time_point start_;
 
   // The schedule's cursor: the next request is phase_'s phase_k_-th.

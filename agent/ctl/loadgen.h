@@ -60,6 +60,8 @@ struct RetryHooks {
   // A request has ended (any outcome but `cancelled`): the delay in ns
   // before its next attempt, or -1 for none. `response`: the answer's bytes
   // (outcome `response`), empty otherwise. `now_ns` since Options::start.
+  // A retry due after the last phase ends is not sent (the run keeps its
+  // bound), only counted (RunResult::retries_past_end).
   std::function<int64_t(const Record& ended, std::string_view response, int64_t now_ns)> after;
   // A request falls due, a first attempt or a retry: false keeps a retry
   // from leaving (it is not recorded); a first attempt always leaves.
@@ -116,6 +118,7 @@ struct RunResult {
   int64_t send_lag_p99_ns = 0;
   int64_t send_lag_max_ns = 0;
   int peak_connections = 0;
+  int64_t retries_past_end = 0;  // retries asked for that were due after the last phase
 };
 
 // Runs the phases and returns every request's record. Returns within the
