@@ -11,6 +11,8 @@
   --retries dials
   its answers' dials (maxRetries 0 at a shed probability of 1) allow none:
   amplification 1.00, every retry suppressed as dials_count.
+- The same with --retries budget and the report sampled: the budget's
+  report rule refuses every retry that falls due within the run.
 - hr-test-server answering 503 without dials: --retries dials retries
   nothing (no_dials); --retries budget keeps the amplification within the
   default budget (10 % of the first attempts plus 10 retries a window), and
@@ -96,7 +98,7 @@ class BufferRetriesTest(unittest.TestCase):
         self.tmp = harness.make_temp_dir(self, "headroom-buffer-retries-")
 
     def shedding_server(self):
-        orca = os.path.join(self.tmp, "orca")
+        orca = self.orca = os.path.join(self.tmp, "orca")
         os.makedirs(orca, exist_ok=True)
         Publisher(self, orca, "play", 2.0)
         _, port = start(self, self.tmp, "shedding-server", [SHEDDING_SERVER, "--port", "0", "--orca-dir", orca,
@@ -139,6 +141,24 @@ class BufferRetriesTest(unittest.TestCase):
         self.assertEqual(all_["retries"], 0)
         self.assertAlmostEqual(all_["amplification"], 1.0)
         self.assertEqual(all_["suppressed_by"]["dials_count"], 100)
+
+    def test_the_budget_reads_the_targets_report(self):
+        # CRITICAL's dials at full shedding ask for 2 s (0.5 s x 4): its
+        # retries of the first 2 s fall due within the run, where the
+        # budget's report rule (the report sheds everything) refuses them.
+        # The other buckets ask for longer: their retries fall past the end.
+        port = self.shedding_server()
+        _, doc, err = buffer(f"127.0.0.1:{port}/", "--baseline", 50, "--ramp", 1, "--step", "4s", "--settle", "0s",
+                             "--timeout", "1s", "--retries", "budget", "--orca-dir", self.orca,
+                             "--scope", "endpoint.play")
+        self.assertIsNotNone(doc, err)
+        retries = doc["retries"]
+        critical = retries["steps"][0]["classes"]["CRITICAL"]
+        figure(f"budget fed the report, shedding everything: CRITICAL suppressed {critical['suppressed_by']}, "
+               f"{retries['past_end']} retries past the end")
+        self.assertEqual(retries["steps"][0]["all"]["retries"], 0)
+        self.assertGreaterEqual(critical["suppressed_by"]["target_shedding"], 20)
+        self.assertGreater(retries["past_end"], 0)
 
     def test_answers_without_dials_and_the_budget(self):
         _, port = start(self, self.tmp, "hr-test-server", [TEST_SERVER, "--port", "0", "--status", "/=503"])
