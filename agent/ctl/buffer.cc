@@ -564,12 +564,13 @@ std::pair<CLI::App*, Runner> add_buffer_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   c->add_option("--max-duration", o->max_duration, "Refuse plans longer than this")->capture_default_str();
-  c->add_option("--retries", o->retries,
+  auto* retries = c->add_option("--retries", o->retries,
                 "Clients retry rejected and failed requests: none, immediate, backoff, dials or budget (docs/buffers.md)")
       ->capture_default_str();
   c->add_option("--max-retries", o->max_retries, "--retries: at most this many retries of a request")
       ->capture_default_str()
-      ->check(CLI::Range(0, 100));
+      ->check(CLI::Range(0, 100))
+      ->needs(retries);
   return {c, [o] { return run(*o); }};
 }
 

@@ -185,7 +185,12 @@ class BufferRetriesTest(unittest.TestCase):
                            capture_output=True, text=True, timeout=10)
         self.assertEqual(p.returncode, 64, p.stderr)
         self.assertIn("--retries often", p.stderr)
-        p = subprocess.run([HEADROOMCTL, "buffer", "127.0.0.1:9/", "--baseline", "10", "--max-retries", "-1"],
+        p = subprocess.run([HEADROOMCTL, "buffer", "127.0.0.1:9/", "--baseline", "10", "--max-retries", "2"],
+                           capture_output=True, text=True, timeout=10)
+        self.assertNotEqual(p.returncode, 0, "--max-retries without --retries would do nothing")
+        self.assertIn("--retries", p.stderr)
+        p = subprocess.run([HEADROOMCTL, "buffer", "127.0.0.1:9/", "--baseline", "10", "--retries", "immediate",
+                            "--max-retries", "-1"],
                            capture_output=True, text=True, timeout=10)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("--max-retries", p.stderr)
