@@ -20,7 +20,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <random>
 #include <optional>
 #include <string>
 #include <thread>
@@ -29,6 +31,7 @@
 #include "agent/config/duration.h"
 #include "agent/ctl/buffer_model.h"
 #include "agent/ctl/buffer_render.h"
+#include "agent/ctl/buffer_retries.h"
 #include "agent/ctl/commands.h"
 #include "agent/ctl/loadgen.h"
 #include "headroom/orca/clock.h"
@@ -76,6 +79,8 @@ struct BufferOptions {
   bool dry_run = false;
   double max_rate = 20000;
   std::string max_duration = "10m";
+  std::string retries = "none";
+  int max_retries = 3;
 };
 
 int usage(const std::string& message) {
@@ -162,11 +167,15 @@ std::string address_text(const sockaddr* addr) {
 
 // Samples headroomd's reports while the load runs: every 10 ms, the chosen
 // signal of the endpoint's report and node.orca's application_utilization.
-// A stale or unreadable report gives no sample.
+// A stale or unreadable report gives no sample. Each endpoint report read
+// also goes to `on_report` (--retries budget: the budget's report rule).
 class ReportSampler {
  public:
-  ReportSampler(std::string dir, std::string scope, std::string signal, loadgen::Clock::time_point origin)
-      : dir_(std::move(dir)), scope_(std::move(scope)), signal_(std::move(signal)), origin_(origin) {}
+  using OnReport = std::function<void(const orca::Report&, bool stale)>;
+  ReportSampler(std::string dir, std::string scope, std::string signal, loadgen::Clock::time_point origin,
+                OnReport on_report = {})
+      : dir_(std::move(dir)), scope_(std::move(scope)), signal_(std::move(signal)), origin_(origin),
+        on_report_(std::move(on_report)) {}
   void start() {
     thread_ = std::thread([this] { loop(); });
   }
@@ -178,10 +187,12 @@ class ReportSampler {
   ~ReportSampler() { stop(); }
 
  private:
-  std::optional<double> read(const std::string& scope, const std::string& signal) const {
+  std::optional<double> read(const std::string& scope, const std::string& signal, const OnReport& on_report = {}) const {
     auto report = orca::read_report_file(dir_ + "/" + orca::report_file_name(scope));
     if (!report) return std::nullopt;
-    if (orca::check_staleness(*report, orca::unix_now_ms(), orca::Shedder::kStaleIntervals).stale) return std::nullopt;
+    const bool stale = orca::check_staleness(*report, orca::unix_now_ms(), orca::Shedder::kStaleIntervals).stale;
+    if (on_report) on_report(*report, stale);
+    if (stale) return std::nullopt;
     return orca::signal_value(*report, signal);
   }
   void loop() {
@@ -189,7 +200,7 @@ class ReportSampler {
       const auto now = loadgen::Clock::now();
       b::UtilizationSample s;
       s.at_ns = std::chrono::duration_cast<nanoseconds>(now - origin_).count();
-      if (!scope_.empty()) s.endpoint = read(scope_, signal_);
+      if (!scope_.empty()) s.endpoint = read(scope_, signal_, on_report_);
       s.node = read("node", "application_utilization");
       if (s.at_ns >= 0 && (s.endpoint || s.node)) samples_.push_back(s);
       std::this_thread::sleep_until(now + std::chrono::milliseconds(10));
@@ -197,6 +208,7 @@ class ReportSampler {
   }
   std::string dir_, scope_, signal_;
   loadgen::Clock::time_point origin_;
+  OnReport on_report_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::vector<b::UtilizationSample> samples_;
@@ -298,6 +310,7 @@ struct Plan {
   nanoseconds timeout{0};
   std::vector<b::Step> steps;
   b::Expectations expectations;
+  b::RetryMode retries = b::RetryMode::none;
 };
 Result<Plan> plan_of(const BufferOptions& o) {
   Plan p;
@@ -332,6 +345,9 @@ Result<Plan> plan_of(const BufferOptions& o) {
   if (b::total_duration(p.steps) > *max_duration)
     return logic_error("the plan lasts " + std::to_string(b::total_duration(p.steps).count() / 1'000'000'000) +
                        " s, longer than --max-duration (" + o.max_duration + "); raise --max-duration to run it");
+  auto retries = b::parse_retry_mode(o.retries);
+  if (!retries) return std::move(retries).error();
+  p.retries = *retries;
   p.expectations.success_buffer = o.expect_success;
   p.expectations.failure_buffer = o.expect_failure;
   p.expectations.spike = o.spike > 0;
@@ -371,8 +387,10 @@ Result<int> stop_signals_fd() {
 }
 
 // What the run says, from its records and the reports sampled meanwhile.
+// With retries, each first attempt counts with its last attempt's outcome.
 b::RunReport report_of(const BufferOptions& o, const Plan& p, loadgen::RunResult result,
-                       const std::vector<b::UtilizationSample>& samples, bool sampled) {
+                       const std::vector<b::UtilizationSample>& samples, bool sampled,
+                       const std::vector<b::RetryClient::Held>& suppressed) {
   const b::BufferRules rules{o.max_failed / 100, o.max_served_drop / 100};
   const double threshold = o.threshold.value_or(orca::default_thresholds(o.signal).shed_start);
   b::RunReport report;
@@ -383,7 +401,14 @@ b::RunReport report_of(const BufferOptions& o, const Plan& p, loadgen::RunResult
   report.criteria = p.criteria;
   report.rules = rules;
   report.mix = p.mix;
-  report.steps = b::analyze(p.steps, p.mix.size(), result.records, p.criteria, samples);
+  if (p.retries != b::RetryMode::none) {
+    report.retry_mode = p.retries;
+    report.max_retries = o.max_retries;
+    report.retries = b::retry_counts(p.steps, p.mix.size(), result.records, suppressed);
+    report.steps = b::analyze(p.steps, p.mix.size(), b::first_attempt_outcomes(result.records), p.criteria, samples);
+  } else {
+    report.steps = b::analyze(p.steps, p.mix.size(), result.records, p.criteria, samples);
+  }
   report.buffers = b::compute_buffers(report.steps, p.baseline.rps, rules);
   if (o.spike > 0) report.time_to_shed = b::time_to_shed(p.steps, result.records, p.criteria, samples, threshold);
   report.signal_scope = sampled && !o.scope.empty() ? o.scope : "";
@@ -419,6 +444,9 @@ int run(const BufferOptions& o) {
   const Plan& p = *plan;
   std::fprintf(stderr, "headroomctl buffer: will send %s, open loop, up to %d connections; then wait up to %s\n",
                b::describe_plan(p.steps, p.mix, p.target.shown).c_str(), o.connections, o.timeout.c_str());
+  if (p.retries != b::RetryMode::none)
+    std::fprintf(stderr, "headroomctl buffer: and retries (%s), at most %d per request\n",
+                 std::string(b::retry_mode_name(p.retries)).c_str(), o.max_retries);
   if (o.dry_run) return 0;
 
   raise_descriptor_limit(o.connections);
@@ -436,8 +464,19 @@ int run(const BufferOptions& o) {
   lo.timeout = p.timeout;
   lo.stop_fd = *sfd;
   lo.start = loadgen::Clock::now() + std::chrono::milliseconds(20);
+  b::RetryClient::Settings rs{p.retries, o.max_retries, {}, std::random_device{}()};
+  for (const auto& m : p.mix) rs.priorities.push_back(m.priority);
+  b::RetryClient retries(std::move(rs));
+  lo.retry = retries.hooks();
   const bool sample = !o.orca_dir.empty() && ::access(o.orca_dir.c_str(), R_OK | X_OK) == 0;
-  ReportSampler sampler(o.orca_dir, o.scope, o.signal, lo.start);
+  ReportSampler::OnReport on_report;
+  if (p.retries == b::RetryMode::budget) {
+    // The shedder's view of the target's report: --signal at its default thresholds.
+    orca::ShedderConfig shedder;
+    shedder.signals = {{o.signal, orca::default_thresholds(o.signal)}};
+    on_report = [&retries, shedder](const orca::Report& r, bool stale) { retries.update_target(r, shedder, stale); };
+  }
+  ReportSampler sampler(o.orca_dir, o.scope, o.signal, lo.start, std::move(on_report));
   if (sample) sampler.start();
   auto result = loadgen::run(lo);
   ::close(*sfd);
@@ -448,7 +487,7 @@ int run(const BufferOptions& o) {
     return kExitFailed;
   }
 
-  const b::RunReport report = report_of(o, p, std::move(result).value(), samples, sample);
+  const b::RunReport report = report_of(o, p, std::move(result).value(), samples, sample, retries.suppressed());
   print(o, report);
   if (report.interrupted) return kExitInterrupted;
   return report.verdict.passed ? 0 : kExitFailed;
@@ -525,6 +564,13 @@ std::pair<CLI::App*, Runner> add_buffer_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   c->add_option("--max-duration", o->max_duration, "Refuse plans longer than this")->capture_default_str();
+  auto* retries = c->add_option("--retries", o->retries,
+                "Clients retry rejected and failed requests: none, immediate, backoff, dials or budget (docs/buffers.md)")
+      ->capture_default_str();
+  c->add_option("--max-retries", o->max_retries, "--retries: at most this many retries of a request")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100))
+      ->needs(retries);
   return {c, [o] { return run(*o); }};
 }
 

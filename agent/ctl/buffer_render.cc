@@ -79,6 +79,61 @@ double nice_ceiling(double v) {
   return 10 * p;
 }
 
+std::string suppressed_text(const RetryCounts& c) {
+  std::string text;
+  for (std::size_t i = 0; i < kSuppressedReasons; ++i)
+    if (c.suppressed[i] > 0)
+      text += (text.empty() ? "" : ", ") + std::string(suppressed_name(static_cast<Suppressed>(i))) + " " +
+              std::to_string(c.suppressed[i]);
+  return text.empty() ? "-" : text;
+}
+
+// --retries: per step, all priorities and then each.
+std::vector<std::string> retry_table(const RunReport& r) {
+  Table t;
+  t.header = {"STEP", "PRIORITY", "FIRST ATTEMPTS", "RETRIES", "AMPLIFICATION", "SUPPRESSED"};
+  t.right_aligned = {false, false, true, true, true, false};
+  auto row = [&](const Step& step, const std::string& who, const RetryCounts& c) {
+    t.rows.push_back({step_label(step), who, std::to_string(c.first_attempts), std::to_string(c.retries),
+                      fmt("%.2fx", c.amplification()), suppressed_text(c)});
+  };
+  for (std::size_t i = 0; i < r.steps.size() && i < r.retries.size(); ++i) {
+    row(r.steps[i].step, "all", r.retries[i].all);
+    for (std::size_t k = 0; k < r.mix.size() && k < r.retries[i].by_class.size(); ++k)
+      row(r.steps[i].step, r.mix[k].name, r.retries[i].by_class[k]);
+  }
+  std::vector<std::string> out = {"retries: " + std::string(retry_mode_name(r.retry_mode)) + ", at most " +
+                                  std::to_string(r.max_retries) + " per request; a request's outcome is its last attempt's"};
+  if (r.client.retries_past_end > 0)
+    out.push_back(std::to_string(r.client.retries_past_end) + " retries were due after the run's end and not sent");
+  for (auto& line : format_table(t)) out.push_back(std::move(line));
+  out.emplace_back();
+  return out;
+}
+
+json retry_counts_json(const RetryCounts& c) {
+  json suppressed = json::object();
+  for (std::size_t i = 0; i < kSuppressedReasons; ++i) suppressed[std::string(suppressed_name(static_cast<Suppressed>(i)))] = c.suppressed[i];
+  return json{{"first_attempts", c.first_attempts},
+              {"retries", c.retries},
+              {"amplification", c.amplification()},
+              {"suppressed", c.suppressed_total()},
+              {"suppressed_by", suppressed}};
+}
+
+json retries_json(const RunReport& r) {
+  json steps = json::array();
+  for (const auto& s : r.retries) {
+    json classes = json::object();
+    for (std::size_t k = 0; k < r.mix.size() && k < s.by_class.size(); ++k) classes[r.mix[k].name] = retry_counts_json(s.by_class[k]);
+    steps.push_back({{"all", retry_counts_json(s.all)}, {"classes", classes}});
+  }
+  return json{{"mode", retry_mode_name(r.retry_mode)},
+              {"max_retries", r.max_retries},
+              {"past_end", r.client.retries_past_end},
+              {"steps", steps}};
+}
+
 }  // namespace
 
 std::vector<std::string> render_table(const RunReport& r) {
@@ -114,6 +169,8 @@ std::vector<std::string> render_table(const RunReport& r) {
     }
   for (auto& line : format_table(classes)) out.push_back(std::move(line));
   out.emplace_back();
+  if (r.retry_mode != RetryMode::none)
+    for (auto& line : retry_table(r)) out.push_back(std::move(line));
   const auto& b = r.buffers;
   out.push_back(fmt("success buffer: %s%.2f  (%.0f req/s served above a baseline of %.0f)",
                     b.success_is_lower_bound ? "at least " : "", b.success, b.success_capacity_rps, r.baseline_rps));
@@ -201,6 +258,7 @@ std::string render_json(const RunReport& r) {
   if (r.time_to_shed)
     out["time_to_shed"] = {{"first_rejection_s", optional_json(r.time_to_shed->first_rejection)},
                            {"signal_over_threshold_s", optional_json(r.time_to_shed->signal_over_threshold)}};
+  if (r.retry_mode != RetryMode::none) out["retries"] = retries_json(r);
   return out.dump(2);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agent/ctl/buffer_model.h"
+#include "agent/ctl/buffer_retries.h"
 
 namespace headroom::ctl::buffer {
 
@@ -29,6 +30,11 @@ struct RunReport {
   loadgen::RunResult client;  // records are not rendered; the client's own figures are
   Verdict verdict;
   bool interrupted = false;
+  // --retries: the mode, and per step (indexed like steps) the first
+  // attempts, retries and suppressed retries. Mode none: no retries section.
+  RetryMode retry_mode = RetryMode::none;
+  int max_retries = 0;
+  std::vector<StepRetries> retries;
 };
 
 std::vector<std::string> render_table(const RunReport& report);

@@ -13,7 +13,8 @@
 //
 // and the next deadline is always that of records_[oldest_]. No heap, no
 // per-request allocation: a request's only state beside its Record is one
-// uint32_t (its connection, or "queued", or "done").
+// uint32_t (its connection, or "queued", or "done"). Retries wait in a heap
+// (RetryQueue) and join in time order, so deadlines stay in order.
 //
 // The schedule itself (when each request is due) is loadgen_plan.h's, the
 // response framing http_response.h's.
@@ -66,6 +67,7 @@ constexpr uint32_t kDone = std::numeric_limits<uint32_t>::max();
 constexpr uint64_t kStopId = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kTimerId = kStopId - 1;
 constexpr std::size_t kScratch = 64 * 1024;
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
 enum class ConnState : uint8_t { free, connecting, busy, idle };
 
@@ -101,6 +103,7 @@ class Engine {
     }
     current_.assign(weights_.size(), 0.0);
     for (const auto& p : plans_) total_ += p.count;
+    for (const auto& ph : o.phases) end_ns_ += ph.duration.count();
     timeout_ns_ = o.timeout.count();
     const std::size_t reserve = static_cast<std::size_t>(std::min<uint64_t>(total_, uint64_t{1} << 22));
     result_.records.reserve(reserve);
@@ -129,12 +132,11 @@ class Engine {
       take_due(now);
       expire(now);
       pump();
-      if (next_seq_ == total_ && oldest_ == result_.records.size()) break;
+      if (next_seq_ == total_ && retries_.empty() && oldest_ == result_.records.size()) break;
 
-      // Sleep until the next request is due or the oldest outstanding one
-      // times out, whichever is first.
-      int64_t wake = std::numeric_limits<int64_t>::max();
-      if (next_seq_ < total_) wake = next_time();
+      // Sleep until the next request or retry is due or the oldest
+      // outstanding one times out, whichever is first.
+      int64_t wake = next_due();
       if (oldest_ < result_.records.size()) wake = std::min(wake, result_.records[oldest_].scheduled_ns + timeout_ns_);
       auto n = wait(events, 256, wake);
       if (!n) return std::move(n).error();
@@ -202,24 +204,49 @@ class Engine {
     return static_cast<uint8_t>(best);
   }
 
-  // Appends a record for every request due by `now`: the back of the FIFO.
+  // When the next request of the schedule or retry is due (kNever: none).
+  int64_t next_due() const {
+    const int64_t t = next_seq_ < total_ ? next_time() : kNever;
+    return retries_.empty() ? t : std::min(t, retries_.next_due());
+  }
+
+  // Asks the caller whether a request that ended is tried again.
+  void schedule_retry(std::size_t seq) {
+    const Record& r = result_.records[seq];
+    if (r.attempt == std::numeric_limits<uint8_t>::max()) return;
+    const int64_t now = since_start(Clock::now());
+    const int64_t delay = o_.retry.after(r, response_, now);
+    if (delay >= 0 && now + delay >= end_ns_) ++result_.retries_past_end;
+    else if (delay >= 0) retries_.push(r, now + delay);
+  }
+
+  // Appends a record for every request and retry due by `now`, the back of
+  // the FIFO; a retry only when the caller's admit lets it leave.
   void take_due(int64_t now) {
-    while (next_seq_ < total_) {
-      const int64_t t = next_time();
-      if (t > now) break;
+    auto& recs = result_.records;
+    for (;;) {
+      const int64_t t = next_seq_ < total_ ? next_time() : kNever;
       Record r;
-      r.scheduled_ns = t;
-      r.phase = static_cast<uint16_t>(phase_);
-      r.request_class = pick_class();
-      result_.records.push_back(r);
-      request_conn_.push_back(kQueued);
-      lags_.push_back(now - t);
-      ++next_seq_;
-      if (++phase_k_ == plans_[phase_].count) {
-        phase_k_ = 0;
-        do ++phase_;
-        while (phase_ < plans_.size() && plans_[phase_].count == 0);
+      if (!retries_.empty() && retries_.next_due() < t && retries_.next_due() <= now) {
+        r = retries_.pop(recs.empty() ? 0 : recs.back().scheduled_ns);
+        if (recs.size() >= kMaxRequests || (o_.retry.admit && !o_.retry.admit(r, now))) continue;
+      } else {
+        if (t > now) break;
+        r.scheduled_ns = t;
+        r.phase = static_cast<uint16_t>(phase_);
+        r.request_class = pick_class();
+        r.first = static_cast<uint32_t>(recs.size());
+        if (o_.retry.admit) o_.retry.admit(r, now);
+        ++next_seq_;
+        if (++phase_k_ == plans_[phase_].count) {
+          phase_k_ = 0;
+          do ++phase_;
+          while (phase_ < plans_.size() && plans_[phase_].count == 0);
+        }
       }
+      recs.push_back(r);
+      request_conn_.push_back(kQueued);
+      lags_.push_back(now - r.scheduled_ns);
     }
   }
 
@@ -273,6 +300,7 @@ class Engine {
   void finish(std::size_t seq, Outcome outcome) {
     result_.records[seq].outcome = outcome;
     request_conn_[seq] = kDone;
+    if (o_.retry.after && outcome != Outcome::cancelled) schedule_retry(seq);
   }
 
   uint32_t alloc_slot() {
@@ -475,7 +503,7 @@ class Engine {
       // The end of the connection completes a body without a length.
       if (c.len > 0) {
         const ResponseFrame p = frame_response(c.buf.get(), c.len, true);
-        if (p.consumed > 0) return answered(slot, p, true);
+        if (p.consumed > 0) return answered(slot, p, true, c.buf.get());
         if (p.consumed < 0) return bad(slot);
       }
       return lost(slot, 0, "recv");
@@ -485,7 +513,7 @@ class Engine {
     if (c.len == 0) {
       // The usual case: the whole response in one read, parsed in place.
       const ResponseFrame p = frame_response(scratch_.get(), got, false);
-      if (p.consumed > 0) return answered(slot, p, static_cast<std::size_t>(p.consumed) != got);
+      if (p.consumed > 0) return answered(slot, p, static_cast<std::size_t>(p.consumed) != got, scratch_.get());
       if (p.consumed < 0) return bad(slot);
       append(c, scratch_.get(), got);
       c.need = p.need;
@@ -494,21 +522,23 @@ class Engine {
     append(c, scratch_.get(), got);
     if (c.len < c.need) return;
     const ResponseFrame p = frame_response(c.buf.get(), c.len, false);
-    if (p.consumed > 0) return answered(slot, p, static_cast<std::size_t>(p.consumed) != c.len);
+    if (p.consumed > 0) return answered(slot, p, static_cast<std::size_t>(p.consumed) != c.len, c.buf.get());
     if (p.consumed < 0) return bad(slot);
     c.need = p.need;
   }
 
   // A complete response. `extra`: bytes beyond it, which no request asked
   // for, so the connection is not reused; nor is one whose request the
-  // server answered before taking all of it.
-  void answered(uint32_t slot, const ResponseFrame& p, bool extra) {
+  // server answered before taking all of it. `data`: the response's bytes.
+  void answered(uint32_t slot, const ResponseFrame& p, bool extra, const char* data) {
     Conn& c = conns_[slot];
     Record& r = result_.records[c.seq];
     extra = extra || c.write_off < requests_[r.request_class].size();
     r.status = static_cast<uint16_t>(std::min(p.status, 65535));
     r.latency_ns = since_start(Clock::now()) - r.scheduled_ns;
+    response_ = std::string_view(data, static_cast<std::size_t>(p.consumed));
     finish(c.seq, Outcome::response);
+    response_ = {};
     ++c.served;
     c.len = 0;
     if (p.close || extra) {
@@ -533,6 +563,7 @@ class Engine {
     for (std::size_t seq = oldest_; seq < result_.records.size(); ++seq)
       if (request_conn_[seq] != kDone) finish(seq, Outcome::cancelled);
     oldest_ = queue_ = result_.records.size();
+    retries_.clear();  // not yet due: not recorded
   }
 
   // Waits for I/O or until `wake` (ns since start).
@@ -577,6 +608,7 @@ class Engine {
   double weight_total_ = 0;
   uint64_t total_ = 0;
   int64_t timeout_ns_ = 0;
+  int64_t end_ns_ = 0;  // the last phase's end
   Clock::time_point start_;
 
   // The schedule's cursor: the next request is phase_'s phase_k_-th.
@@ -589,6 +621,8 @@ class Engine {
   std::vector<int64_t> lags_;
   std::size_t oldest_ = 0;  // records before it are all finished
   std::size_t queue_ = 0;   // records from it on wait for a connection
+  RetryQueue retries_;
+  std::string_view response_;  // while finish() runs for an answer: its bytes
 
   static constexpr int64_t kUnarmed = std::numeric_limits<int64_t>::min();
   int epfd_ = -1;

@@ -16,7 +16,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/ctl/http_response.h"  // parse_response, for the engine's users and tests
@@ -49,6 +51,24 @@ struct RequestClass {
   double weight = 1;         // > 0
 };
 
+struct Record;
+
+// Retries (`headroomctl buffer --retries`): the engine schedules them, its
+// caller decides them. A retry is one more request, open loop like the
+// others: it leaves at its own time whatever the answers meanwhile.
+struct RetryHooks {
+  // A request has ended (any outcome but `cancelled`): the delay in ns
+  // before its next attempt, or -1 for none. `response`: the answer's bytes
+  // (outcome `response`), empty otherwise. `now_ns` since Options::start.
+  // A retry due after the last phase ends is not sent (the run keeps its
+  // bound), only counted (RunResult::retries_past_end).
+  std::function<int64_t(const Record& ended, std::string_view response, int64_t now_ns)> after;
+  // A request falls due, a first attempt or a retry: false keeps a retry
+  // from leaving (it is not recorded); a first attempt always leaves.
+  // Empty: every retry leaves.
+  std::function<bool(const Record& retry, int64_t now_ns)> admit;
+};
+
 struct Options {
   Target target;
   std::vector<Phase> phases;          // run back to back from `start`
@@ -63,6 +83,7 @@ struct Options {
   // eventfd) the run stops at once: requests not yet answered are recorded as
   // `cancelled`, those not yet due are not recorded. -1: none.
   int stop_fd = -1;
+  RetryHooks retry;  // no `after`: no retries
 };
 
 enum class Outcome : uint8_t {
@@ -81,10 +102,12 @@ struct Record {
   uint16_t phase = 0;        // index into Options::phases
   uint8_t request_class = 0; // index into Options::classes
   Outcome outcome = Outcome::response;
+  uint8_t attempt = 0;       // 0: a first attempt; k: its k-th retry (phase and class are the first's)
+  uint32_t first = 0;        // the index of the first attempt's record (its own for a first attempt)
 };
 
 struct RunResult {
-  std::vector<Record> records;  // one per scheduled request, in schedule order
+  std::vector<Record> records;  // one per scheduled request and retry, in schedule order
   bool stopped = false;         // stop_fd fired
   int64_t connections_opened = 0;
   int64_t connect_errors = 0;
@@ -95,6 +118,7 @@ struct RunResult {
   int64_t send_lag_p99_ns = 0;
   int64_t send_lag_max_ns = 0;
   int peak_connections = 0;
+  int64_t retries_past_end = 0;  // retries asked for that were due after the last phase
 };
 
 // Runs the phases and returns every request's record. Returns within the

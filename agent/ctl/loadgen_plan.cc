@@ -69,4 +69,20 @@ headroom::Result<std::vector<PhasePlan>> plan(const Options& o) {
   return plans;
 }
 
+void RetryQueue::push(const Record& ended, int64_t due_ns) {
+  Record next;
+  next.phase = ended.phase;
+  next.request_class = ended.request_class;
+  next.attempt = static_cast<uint8_t>(ended.attempt + 1);
+  next.first = ended.first;
+  heap_.push(Pending{due_ns, next});
+}
+
+Record RetryQueue::pop(int64_t not_before_ns) {
+  Pending p = heap_.top();
+  heap_.pop();
+  p.record.scheduled_ns = std::max(p.due_ns, not_before_ns);
+  return p.record;
+}
+
 }  // namespace headroom::ctl::loadgen

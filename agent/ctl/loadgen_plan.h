@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <queue>
 #include <vector>
 
 #include "agent/ctl/loadgen.h"
@@ -30,5 +32,26 @@ inline constexpr uint64_t kMaxRequests = uint64_t{1} << 31;
 // Each phase's schedule, or an error naming the option that cannot run (no
 // classes, a negative rate, max_connections < 1, a header with CR/LF, ...).
 headroom::Result<std::vector<PhasePlan>> plan(const Options& options);
+
+// The retries the caller asked for (RetryHooks::after), earliest first.
+class RetryQueue {
+ public:
+  bool empty() const { return heap_.empty(); }
+  int64_t next_due() const { return heap_.top().due_ns; }  // not empty
+  // The next attempt of `ended` (same first attempt, phase and class), due at `due_ns`.
+  void push(const Record& ended, int64_t due_ns);
+  // Takes the earliest as its record, scheduled at its due time but never
+  // before `not_before_ns` (the last record's: deadlines stay in order).
+  Record pop(int64_t not_before_ns);
+  void clear() { heap_ = {}; }
+
+ private:
+  struct Pending {
+    int64_t due_ns = 0;
+    Record record;
+    bool operator>(const Pending& o) const { return due_ns > o.due_ns; }
+  };
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> heap_;
+};
 
 }  // namespace headroom::ctl::loadgen
