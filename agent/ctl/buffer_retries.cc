@@ -9,22 +9,12 @@
 #include <string>
 #include <utility>
 
+#include "headroom/orca/text.h"
+
 namespace headroom::ctl::buffer {
 namespace {
 
 constexpr std::array<std::string_view, 5> kModeNames = {"none", "immediate", "backoff", "dials", "budget"};
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
 
 // The head (status line and headers, without the blank line) of the final
 // response in `response`: 1xx interim responses before it are skipped.
