@@ -29,7 +29,18 @@ runs' figures go to stderr.
 The same spike with max_concurrency = 16 declared on the endpoint (the
 server has one worker, so its in-flight count passes 16 as soon as a queue
 builds, and the concurrency signal drives the shedder): the same CRITICAL,
-order and recovery checks. SPIKE_TEST_ONLY=NAME runs only the tests whose
+order and recovery checks.
+
+The same spike with clients that retry each rejection or failure
+(headroomctl buffer --retries), each against a server and headroomd of its
+own: immediately, up to 3 times, with no budget (the storm: its
+amplification and CRITICAL's share are measured, and it must amplify at
+least 1.5x or the comparison proves nothing); obeying the shed answers'
+dials; and through one RetryBudget fed the endpoint's report. The last two:
+at most 1.1x the first attempts in the spike, CRITICAL at least 99 % served,
+and the retries held back the least important first (the share of its
+wanted retries each bucket sent never falls with importance; BULK sends at
+most 5 %). SPIKE_TEST_ONLY=NAME runs only the tests whose
 name contains NAME (ctest runs each on its own).
 
 Needs root (eBPF, the cgroup) and 2 CPUs; without them it skips loudly (77),
@@ -49,6 +60,7 @@ from harness import figure, note  # noqa: E402
 SLO_TARGET, SLO_MAX = "100ms", "500ms"
 SPIKE = 4
 MAX_CONCURRENCY = 16
+RETRIES = 3
 BEFORE, SPIKE_FOR, AFTER = "6s", "15s", "6s"
 RIG = None
 
@@ -175,6 +187,73 @@ class SpikeTest(unittest.TestCase):
         self.assertGreaterEqual(max(conc), 0.8, "the queue took the concurrency signal into the shedding range")
         self.assertLessEqual(max(conc), 1.0, "the concurrency signal is bounded")
         self.check_shed_in_order(steps, crit)
+
+
+    def run_retrying(self, port, baseline, mode, extra=()):
+        """The spike with clients that retry: (doc, the spike step, its retry counts)."""
+        label = f"retries-{mode}"
+        rc, doc = RIG.spike(port, self.orca, baseline, SPIKE, BEFORE, SPIKE_FOR, AFTER, SLO_MAX,
+                            extra=["--retries", mode, *extra])
+        show(label, rc, doc)
+        steps = {s["kind"]: s for s in doc["steps"]}
+        retries = {s["kind"]: r for s, r in zip(doc["steps"], doc["retries"]["steps"])}
+        for kind, r in retries.items():
+            note(f"  {label} {kind:9} amplification {r['all']['amplification']:.3f} retries {r['all']['retries']} "
+                 f"suppressed {r['all']['suppressed_by']}")
+            for name, c in r["classes"].items():
+                note(f"    {name:11} first {c['first_attempts']} retries {c['retries']} "
+                     f"suppressed {c['suppressed_by']}")
+        return doc, steps["spike"], retries["spike"]
+
+    def test_retrying_clients_through_a_4x_spike(self):
+        # The same spike, its clients retrying each rejection (issue: retry
+        # storms). Immediate retries, up to RETRIES per request, no budget: the
+        # storm measured. Then the same clients obeying the shed answers' dials,
+        # and through one RetryBudget fed the target's report: at most 1.1x
+        # the first attempts, CRITICAL still served, and the retries held back
+        # the least important first.
+        server, port = RIG.start_server(self.tmp, self.orca, case=self)
+        cap = RIG.capacity(port)
+        baseline = 0.4 * cap
+        runs = {}
+        for mode, extra in (("immediate", ["--max-retries", str(RETRIES)]), ("dials", []), ("budget", [])):
+            # A server and headroomd of its own for each: a storm leaves a
+            # queue behind that the next clients must not inherit.
+            if runs:
+                server, port = RIG.start_server(self.tmp, self.orca, case=self, name=f"shedding-server-{mode}")
+            headroomd = RIG.start_headroomd(self.tmp, self.orca, port, SLO_TARGET, SLO_MAX, case=self)
+            runs[mode] = self.run_retrying(port, baseline, mode, extra)
+            note(f"shedding server's stderr ({mode}):\n" + harness.tail(server.err(), 10))
+            server.stop()
+            headroomd.stop()
+        for mode, (doc, spike, r) in runs.items():
+            figure(f"retries {mode} (capacity {cap:.0f} req/s, spike {SPIKE * baseline:.0f} req/s): amplification "
+                   f"in the spike {r['all']['amplification']:.3f} ({r['all']['retries']} retries on "
+                   f"{r['all']['first_attempts']} first attempts); CRITICAL {spike_rig.served_share(doc, 'CRITICAL') * 100:.2f} % "
+                   f"served within {SLO_MAX}; retries allowed per class: "
+                   + ", ".join(f"{n} {c['retries']}/{c['retries'] + c['suppressed']}" for n, c in r["classes"].items()))
+
+        _, spike, storm = runs["immediate"]
+        self.assertGreater(spike["all"]["rejected"] + storm["all"]["retries"], 0, "the spike was shed")
+        self.assertGreater(storm["all"]["amplification"], 1.5,
+                           "immediate retries of a shed spike multiply the load, or the test proves nothing")
+        for mode in ("dials", "budget"):
+            doc, spike, r = runs[mode]
+            self.assertLessEqual(r["all"]["amplification"], 1.1, f"{mode}: amplification in the spike")
+            self.assertGreaterEqual(spike_rig.served_share(doc, "CRITICAL"), 0.99, f"{mode}: CRITICAL served")
+            self.assertGreater(spike["all"]["rejected"], 0, f"{mode}: the spike was shed")
+            # Held back the least important first: of the retries each class
+            # wanted (sent or suppressed), the share sent never falls with
+            # importance, and BULK, which is shed the most, was held back.
+            allowed = []
+            for name in ("BULK", "BEST_EFFORT", "DEGRADED", "CRITICAL"):
+                c = r["classes"][name]
+                wanted = c["retries"] + c["suppressed"]
+                allowed.append((name, c["retries"] / wanted if wanted else 1.0, wanted))
+            self.assertGreater(allowed[0][2], 0, f"{mode}: BULK wanted retries in the spike")
+            self.assertLessEqual(allowed[0][1], 0.05, f"{mode}: BULK's retries held back")
+            for (less, a, _), (more, b, _) in zip(allowed, allowed[1:]):
+                self.assertLessEqual(a, b + 0.02, f"{mode}: {less} sent {a:.3f} of its retries, {more} {b:.3f}")
 
 
 def main():
