@@ -49,6 +49,12 @@ PriorityScope::~PriorityScope() { t_current = previous_; }
 
 int current_priority(int fallback) noexcept { return t_current != 0 ? t_current : fallback; }
 
+int exchange_current_priority(int priority) noexcept {
+  const int previous = t_current;
+  t_current = priority <= 0 ? 0 : clamp_priority(priority);
+  return previous;
+}
+
 int outgoing_priority(std::optional<int> requested) noexcept {
   const int current = current_priority(kLeastImportantPriority);
   if (!requested) return current;

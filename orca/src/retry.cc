@@ -225,4 +225,17 @@ int retry_after_header_seconds(const RetryDials& dials) noexcept {
   return up < 1 ? 1 : static_cast<int>(up);
 }
 
+int grpc_retry_pushback_ms(const RetryDials& dials) noexcept {
+  const RetryDials d = clamp_retry_dials(dials);
+  if (d.max_retries == 0) return -1;
+  // Rounded up, forgiving the product's rounding (0.3 s is 300 ms, not 301).
+  const double ms = std::ceil(d.retry_after_seconds * 1000.0 - kCeilSlack * 1000.0);
+  return ms <= 0 ? 0 : static_cast<int>(ms);
+}
+
+std::array<GrpcTrailer, 2> grpc_shed_trailers(const RetryDials& dials) {
+  return {GrpcTrailer{kGrpcPushbackTrailer, std::to_string(grpc_retry_pushback_ms(dials))},
+          GrpcTrailer{kRetryDialsHeader, format_retry_dials(dials)}};
+}
+
 }  // namespace headroom::orca

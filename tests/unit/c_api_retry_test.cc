@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Retries through headroom_orca.h: the dials function, the wire form and its
-// errors, Retry-After, the budget's options and their errors, its decisions
-// (budget, dials, the target's probabilities) and NULL arguments.
+// errors, Retry-After, gRPC's trailers, the budget's options and their
+// errors, its decisions (budget, dials, the target's probabilities) and NULL
+// arguments.
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -87,6 +88,47 @@ TEST(CApiRetry, RetryAfterHeader) {
   const headroom_retry_dials tiny{1, 0, 0.01};
   EXPECT_EQ(headroom_retry_after_header_seconds(&tiny), 1);
   EXPECT_EQ(headroom_retry_after_header_seconds(nullptr), -EINVAL);
+}
+
+TEST(CApiRetry, GrpcTrailersTable) {
+  struct Case {
+    headroom_retry_dials dials;
+    int pushback_ms;
+    const char* pushback;
+    const char* dials_json;
+  };
+  const Case cases[] = {
+      {{1, 0, 2.5}, 2500, "2500", R"({"maxRetries":1,"retryAfterSeconds":2.5})"},
+      {{0, 0, 20.0}, -1, "-1", R"({"maxRetries":0,"retryAfterSeconds":20})"},
+      {{3, 0, 0.0}, 0, "0", R"({"maxRetries":3,"retryAfterSeconds":0})"},
+      {{1, 0, 0.0001}, 1, "1", R"({"maxRetries":1,"retryAfterSeconds":1e-04})"},  // rounded up
+      {{50, 0, 1e9}, 3600000, "3600000", R"({"maxRetries":10,"retryAfterSeconds":3600})"},
+  };
+  for (const Case& c : cases) {
+    headroom_grpc_trailer t[HEADROOM_GRPC_SHED_TRAILER_COUNT];
+    ASSERT_EQ(headroom_retry_grpc_trailers(&c.dials, t), 2);
+    EXPECT_STREQ(t[0].key, HEADROOM_GRPC_PUSHBACK_TRAILER);
+    EXPECT_STREQ(t[0].key, "grpc-retry-pushback-ms");
+    EXPECT_STREQ(t[0].value, c.pushback);
+    EXPECT_STREQ(t[1].key, HEADROOM_RETRY_DIALS_HEADER);
+    EXPECT_STREQ(t[1].key, "x-headroom-retry");
+    EXPECT_STREQ(t[1].value, c.dials_json);
+    EXPECT_EQ(headroom_retry_grpc_pushback_ms(&c.dials), c.pushback_ms);
+  }
+  EXPECT_EQ(HEADROOM_GRPC_SHED_STATUS, 8);  // RESOURCE_EXHAUSTED
+}
+
+TEST(CApiRetry, GrpcTrailersHoldTheLongestDials) {
+  // The longest wire form: ten retries and a wait of 17 significant digits
+  // with an exponent.
+  const headroom_retry_dials d{10, 0, 1.2345678901234567e-100};
+  headroom_grpc_trailer t[HEADROOM_GRPC_SHED_TRAILER_COUNT];
+  ASSERT_EQ(headroom_retry_grpc_trailers(&d, t), 2);
+  EXPECT_STREQ(t[1].value, R"({"maxRetries":10,"retryAfterSeconds":1.2345678901234567e-100})");
+  EXPECT_STREQ(t[0].value, "0");
+  EXPECT_EQ(headroom_retry_grpc_trailers(nullptr, t), -EINVAL);
+  EXPECT_EQ(headroom_retry_grpc_trailers(&d, nullptr), -EINVAL);
+  EXPECT_EQ(headroom_retry_grpc_pushback_ms(nullptr), -EINVAL);
 }
 
 TEST(CApiRetry, CreateValidatesNamingTheField) {

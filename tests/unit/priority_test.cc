@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Priority travels with the call: the header's parser (table), the default
 // for a missing or unreadable header, the thread's scope (nesting, other
-// threads) and the outgoing priority (a downgrade passes, an upgrade is
-// refused and counted).
+// threads, the exchange under the C interface) and the outgoing priority (a
+// downgrade passes, an upgrade is refused and counted).
 #include "headroom/orca/priority.h"
 
 #include <gtest/gtest.h>
@@ -95,6 +95,20 @@ TEST(PriorityScope, NestsAndRestores) {
     PriorityScope clamped(0);
     EXPECT_EQ(current_priority(60), 1);
   }
+}
+
+TEST(PriorityScope, ExchangeIsTheScopeAsAValue) {
+  EXPECT_EQ(exchange_current_priority(30), 0);  // none before
+  EXPECT_EQ(current_priority(-1), 30);
+  {
+    PriorityScope inner(70);
+    EXPECT_EQ(exchange_current_priority(500), 70);  // clamped
+    EXPECT_EQ(current_priority(-1), 100);
+  }
+  EXPECT_EQ(current_priority(-1), 30);  // the scope restored what it found
+  EXPECT_EQ(exchange_current_priority(-4), 30);  // 0 or less: none
+  EXPECT_EQ(current_priority(-1), -1);
+  EXPECT_EQ(exchange_current_priority(0), 0);
 }
 
 TEST(PriorityScope, OtherThreadsDoNotSeeIt) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Retry dials: the function per bucket and shed probability (table), its
-// options and their errors, the wire form (round trips, hostile input) and
-// HTTP's Retry-After.
+// options and their errors, the wire form (round trips, hostile input),
+// HTTP's Retry-After and gRPC's trailers.
 #include "headroom/orca/retry.h"
 
 #include <gtest/gtest.h>
@@ -209,6 +209,80 @@ TEST(RetryDialsWire, RetryAfterHeaderRoundsUp) {
   const Case cases[] = {{0, 0},   {-1, 0},   {0.001, 1},  {0.5, 1},     {1.0, 1},
                         {1.01, 2}, {2.5, 3}, {20, 20},    {1e9, 3600},  {kNaN, 3600}};
   for (const Case& c : cases) EXPECT_EQ(retry_after_header_seconds({1, c.seconds}), c.header) << c.seconds;
+}
+
+// ---------------------------------------------------------------- gRPC
+
+TEST(RetryDialsGrpc, PushbackTable) {
+  struct Case {
+    int max_retries;
+    double seconds;
+    int pushback_ms;
+  };
+  const Case cases[] = {
+      {0, 5.0, -1},       // no retry: gRPC's "do not retry"
+      {0, 0.0, -1},       //
+      {-3, 1.0, -1},      // clamped to 0 retries first
+      {1, 0.0, 0},        // retry at once
+      {1, -2.0, 0},       // a negative wait is clamped to 0
+      {1, 2.5, 2500},     //
+      {2, 0.5, 500},      //
+      {1, 0.3, 300},      // 0.3 x 1000 is 300 ms, not 301
+      {1, 1.1, 1100},     //
+      {1, 0.0001, 1},     // rounded up: never sooner than the dials say
+      {1, 0.0025, 3},     //
+      {1, 1.0004, 1001},  //
+      {40, 20.0, 20000},  // retries clamped to 10; the pushback is the wait
+      {1, 1e9, 3600000},  // the cap, an hour, fits gRPC's signed 32 bits
+      {1, kInf, 3600000}, //
+      {1, kNaN, 3600000}, // NaN reads as the cap
+  };
+  for (const Case& c : cases)
+    EXPECT_EQ(grpc_retry_pushback_ms({c.max_retries, c.seconds}), c.pushback_ms)
+        << c.max_retries << " retries, " << c.seconds << " s";
+}
+
+TEST(RetryDialsGrpc, ShedTrailersArePushbackThenDials) {
+  struct Case {
+    RetryDials dials;
+    std::string pushback;
+    std::string dials_json;
+  };
+  const Case cases[] = {
+      {{1, 2.5}, "2500", R"({"maxRetries":1,"retryAfterSeconds":2.5})"},
+      {{0, 20.0}, "-1", R"({"maxRetries":0,"retryAfterSeconds":20})"},
+      {{2, 0.5}, "500", R"({"maxRetries":2,"retryAfterSeconds":0.5})"},
+      {{99, 0.0}, "0", R"({"maxRetries":10,"retryAfterSeconds":0})"},
+      {{1, kNaN}, "3600000", R"({"maxRetries":1,"retryAfterSeconds":3600})"},
+  };
+  for (const Case& c : cases) {
+    const auto t = grpc_shed_trailers(c.dials);
+    EXPECT_EQ(t[0].key, "grpc-retry-pushback-ms");
+    EXPECT_EQ(t[0].value, c.pushback);
+    EXPECT_EQ(t[1].key, "x-headroom-retry");
+    EXPECT_EQ(t[1].value, c.dials_json);
+    // What the client reads back is what was sent, within the caps.
+    const auto back = parse_retry_dials(t[1].value);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->max_retries, clamp_retry_dials(c.dials).max_retries);
+  }
+  EXPECT_EQ(kShedGrpcStatus, 8);  // RESOURCE_EXHAUSTED
+}
+
+TEST(RetryDialsGrpc, EveryDefaultDialAgreesWithItsPushback) {
+  // Over each bucket and shed probability: "do not retry" exactly when the
+  // dials invite no retry, else the wait in milliseconds.
+  for (int priority = 1; priority <= 100; priority += 11)
+    for (const double p : {0.0, 0.25, 0.5, 0.9, 1.0}) {
+      const RetryDials d = retry_dials(priority, p);
+      const int ms = grpc_retry_pushback_ms(d);
+      if (d.max_retries == 0) {
+        EXPECT_EQ(ms, -1) << priority << " " << p;
+      } else {
+        EXPECT_GE(ms / 1000.0, d.retry_after_seconds - 1e-9) << priority << " " << p;
+        EXPECT_LT(ms / 1000.0, d.retry_after_seconds + 0.001) << priority << " " << p;
+      }
+    }
 }
 
 }  // namespace

@@ -373,6 +373,38 @@ HEADROOM_ORCA_API int headroom_retry_dials_parse(const char *text, size_t len, h
  */
 HEADROOM_ORCA_API int headroom_retry_after_header_seconds(const headroom_retry_dials *dials);
 
+/*
+ * gRPC (docs/retries.md, "gRPC"): a shed call ends with status
+ * HEADROOM_GRPC_SHED_STATUS and two trailers. grpc-retry-pushback-ms is
+ * gRPC's own pushback (gRFC A6), which its clients honour when their
+ * retryPolicy lists the status: a wait in milliseconds before the retry,
+ * or -1, "do not retry". x-headroom-retry carries the dials' wire form, for
+ * clients that keep a retry budget.
+ */
+#define HEADROOM_GRPC_SHED_STATUS 8 /* RESOURCE_EXHAUSTED */
+#define HEADROOM_GRPC_PUSHBACK_TRAILER "grpc-retry-pushback-ms"
+#define HEADROOM_RETRY_DIALS_HEADER "x-headroom-retry"
+#define HEADROOM_GRPC_SHED_TRAILER_COUNT 2
+
+/* One trailer: key is a static string; value is NUL-terminated. */
+typedef struct headroom_grpc_trailer {
+  const char *key;
+  char value[88];
+} headroom_grpc_trailer;
+
+/*
+ * The trailers of a shed gRPC answer for the dials (clamped to the caps
+ * first), in this order: HEADROOM_GRPC_PUSHBACK_TRAILER, the wait in
+ * milliseconds rounded up ("2500"), or "-1" when max_retries is 0; then
+ * HEADROOM_RETRY_DIALS_HEADER, as headroom_retry_dials_format writes it.
+ * Returns HEADROOM_GRPC_SHED_TRAILER_COUNT, or -EINVAL for NULL arguments.
+ */
+HEADROOM_ORCA_API int headroom_retry_grpc_trailers(const headroom_retry_dials *dials,
+                                                   headroom_grpc_trailer out[HEADROOM_GRPC_SHED_TRAILER_COUNT]);
+
+/* The pushback alone: -1 (do not retry) or 0 to 3600000 ms. -EINVAL for NULL. */
+HEADROOM_ORCA_API int headroom_retry_grpc_pushback_ms(const headroom_retry_dials *dials);
+
 typedef struct headroom_retry_budget headroom_retry_budget;
 
 /*
@@ -462,6 +494,81 @@ HEADROOM_ORCA_API int headroom_retry_budget_update_probabilities(headroom_retry_
  */
 HEADROOM_ORCA_API int headroom_retry_budget_window(const headroom_retry_budget *budget, int64_t now_ns,
                                                    int64_t *first_attempts, int64_t *retries);
+
+/*
+ * Priority travels with the call (docs/retries.md): a server reads a
+ * request's priority from its header once, keeps it as the calling thread's
+ * current priority for the work the request causes, and stamps it on the
+ * calls that work makes. Such a call may be less important than the request
+ * (a downgrade), never more: an upgrade is refused and counted. Priority 1
+ * is the most important, 100 the least. None of these allocates, takes a
+ * lock or fails for lack of memory.
+ */
+#define HEADROOM_PRIORITY_HEADER "x-priority"
+
+/*
+ * Reads a header's value: a number 1..100, or a bucket's name in any case
+ * ('-' for '_'), which reads as the bucket's least important level
+ * (CRITICAL 25, DEGRADED 50, BEST_EFFORT 75, BULK 100); ASCII whitespace
+ * around it is trimmed. Returns the level, with *bucket_name (may be NULL)
+ * set to 1 when the value named a bucket and 0 when it was a number;
+ * -ENODATA for a missing header (text NULL, len 0); -EBADMSG for anything
+ * else: empty text, 0, 101, a sign, a fraction, an exponent, garbage
+ * (refused rather than clamped: a typo never becomes the most important
+ * priority); -EINVAL for a NULL text with len above 0. text need not be
+ * NUL-terminated: len bytes are read.
+ */
+HEADROOM_ORCA_API int headroom_priority_parse(const char *text, size_t len, int *bucket_name);
+
+/*
+ * parsed (clamped to 1..100) when it is a level, default_priority (clamped)
+ * when it is negative: pass headroom_priority_parse's result, so that a
+ * missing or unreadable header gets the documented default.
+ */
+HEADROOM_ORCA_API int headroom_priority_or_default(int parsed, int default_priority);
+
+/*
+ * The header's value for a priority (clamped to 1..100), e.g. "40", copied
+ * into buf like snprintf: returns its length (>= buflen means truncated),
+ * -EINVAL for a NULL buf with a buflen above 0.
+ */
+HEADROOM_ORCA_API int headroom_priority_format(int priority, char *buf, size_t buflen);
+
+/*
+ * The calling thread's priority scope as a begin/end pair. begin makes
+ * priority (clamped to 1..100) the thread's current priority and returns a
+ * token (> 0) that end needs; end restores the priority before the begin.
+ * Scopes nest like brackets: end the innermost first, on the thread that
+ * began it. A token that is not the innermost open scope's of the calling
+ * thread (ended twice, an outer scope ended before an inner one, a token
+ * from another thread, a made-up value) is refused: end returns -EINVAL and
+ * changes nothing (as far as a token can tell: it carries a tag of its
+ * thread, its depth and the priority it replaced). begin returns -EOVERFLOW, opening nothing, when 64
+ * scopes are open on the thread already (a begin without its end, in a
+ * loop). A thread that returns to a pool with a scope open keeps it for its
+ * next task: end every scope on every path. C++'s PriorityScope nests with
+ * these the same way, each ending inside the one around it.
+ */
+HEADROOM_ORCA_API int headroom_priority_scope_begin(int priority);
+HEADROOM_ORCA_API int headroom_priority_scope_end(int token);
+
+/* The calling thread's current priority; fallback when no scope is open. */
+HEADROOM_ORCA_API int headroom_priority_current(int fallback);
+
+/*
+ * The priority to stamp on an outgoing call of the current work.
+ * requested HEADROOM_PRIORITY_NO_REQUEST (or any value <= 0): the current
+ * priority. Else requested is clamped to 100: at the current level or less
+ * important (a larger number), the request (a downgrade); more important,
+ * refused: the current priority, and the refusal is counted. Without a
+ * scope the current priority is 100: work no request caused claims no
+ * importance.
+ */
+#define HEADROOM_PRIORITY_NO_REQUEST 0
+HEADROOM_ORCA_API int headroom_priority_outgoing(int requested);
+
+/* Upgrades refused since the process started, by every thread (C++ and C). */
+HEADROOM_ORCA_API uint64_t headroom_priority_upgrades_refused(void);
 
 #ifdef __cplusplus
 }

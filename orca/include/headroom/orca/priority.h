@@ -68,6 +68,12 @@ class PriorityScope {
 // The calling thread's current priority; fallback when no scope is open.
 int current_priority(int fallback) noexcept;
 
+// What a PriorityScope does, as a value, for interfaces that cannot hold one
+// (the C interface's begin/end pair): makes `priority` the calling thread's
+// current priority (clamped to 1..100; 0 or less: none, as with no scope
+// open) and returns the one before it (0: none).
+int exchange_current_priority(int priority) noexcept;
+
 // The priority to stamp on an outgoing call made by the current work:
 //   no request                          the current priority
 //   a request at or below it (>= it)    the request (a downgrade)

@@ -103,4 +103,38 @@ Result<RetryDials> parse_retry_dials(std::string_view text);
 // when the wait is above 0, 0 when it is 0; within the cap (NaN reads as it).
 int retry_after_header_seconds(const RetryDials& dials) noexcept;
 
+// ------------------------------------------------------------------- gRPC
+// A shed gRPC call ends with a status and trailing metadata instead of an
+// HTTP answer. gRPC's clients retry by a retryPolicy in their service config
+// (gRFC A6), and they honour the server's pushback in the trailer
+// grpc-retry-pushback-ms: a non-negative integer of milliseconds is when to
+// retry (it replaces the policy's backoff for that retry), a negative or
+// unreadable value says "do not retry". The policy's maxAttempts still
+// bounds the attempts, and only a status in its retryableStatusCodes is
+// retried at all.
+
+// The status of a shed gRPC answer: RESOURCE_EXHAUSTED (8), the code gRPC
+// itself gives when a server is temporarily out of resources. Not
+// UNAVAILABLE, which clients see for broken connections and servers that
+// stop, and often retry for those: a shed answer is retried only by a
+// client that lists RESOURCE_EXHAUSTED (docs/retries.md, "gRPC").
+inline constexpr int kShedGrpcStatus = 8;
+
+inline constexpr std::string_view kGrpcPushbackTrailer = "grpc-retry-pushback-ms";
+
+// The pushback for the dials (clamped first): -1 when max_retries is 0 (do
+// not retry), else the wait in milliseconds rounded up (a client never
+// retries sooner than the dials say), 0 to 3 600 000.
+int grpc_retry_pushback_ms(const RetryDials& dials) noexcept;
+
+struct GrpcTrailer {
+  std::string_view key;
+  std::string value;
+};
+
+// The trailing metadata of a shed gRPC answer for the dials, in this order:
+//   grpc-retry-pushback-ms  grpc_retry_pushback_ms(dials), e.g. "2500" or "-1"
+//   x-headroom-retry        format_retry_dials(dials)
+std::array<GrpcTrailer, 2> grpc_shed_trailers(const RetryDials& dials);
+
 }  // namespace headroom::orca
