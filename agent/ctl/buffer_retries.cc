@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <ctime>
 #include <limits>
 #include <string>
 #include <utility>
@@ -28,14 +29,38 @@ std::string_view final_head(std::string_view response) {
   }
 }
 
-// Retry-After's delta-seconds; an HTTP-date (or anything else) is not read.
-std::optional<double> retry_after_seconds(std::string_view value) {
-  if (value.empty() || value.size() > 10 || value.find_first_not_of("0123456789") != std::string_view::npos)
-    return std::nullopt;
-  return std::stod(std::string(value));
+// Retry-After's delta-seconds, or its HTTP-date as seconds after the
+// answer's own Date (else after `now_unix_s`): a server's clock and the
+// client's may disagree, its two headers do not. A date already past is 0.
+std::optional<double> retry_after_seconds(std::string_view value, std::optional<std::string_view> date,
+                                          int64_t now_unix_s) {
+  if (value.empty() || value.size() > 40) return std::nullopt;
+  if (value.find_first_not_of("0123456789") == std::string_view::npos)
+    return value.size() > 10 ? std::nullopt : std::optional<double>(std::stod(std::string(value)));
+  const auto when = parse_http_date(value);
+  if (!when) return std::nullopt;
+  const auto reference = date ? parse_http_date(*date) : std::nullopt;
+  const int64_t from = reference ? *reference : now_unix_s;
+  return static_cast<double>(std::max<int64_t>(0, *when - from));
 }
 
 }  // namespace
+
+std::optional<int64_t> parse_http_date(std::string_view text) {
+  // RFC 9110 5.6.7: the IMF-fixdate, and the two obsolete forms a recipient
+  // must still read (RFC 850's and asctime's). strptime reads the names of
+  // days and months in the C locale, which headroomctl never leaves.
+  static constexpr const char* kForms[] = {"%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT",
+                                           "%a %b %e %H:%M:%S %Y"};
+  if (text.size() > 40) return std::nullopt;
+  const std::string s(text);
+  for (const char* form : kForms) {
+    std::tm tm{};
+    const char* end = strptime(s.c_str(), form, &tm);
+    if (end != nullptr && *end == '\0') return static_cast<int64_t>(timegm(&tm));
+  }
+  return std::nullopt;
+}
 
 Result<RetryMode> parse_retry_mode(std::string_view text) {
   for (std::size_t i = 0; i < kModeNames.size(); ++i)
@@ -75,9 +100,9 @@ int64_t backoff_delay_ns(int retry_number, double uniform) noexcept {
   return std::min(ceiling - 1, static_cast<int64_t>(uniform * static_cast<double>(ceiling)));
 }
 
-std::optional<orca::RetryDials> dials_of_response(std::string_view response, int max_retries) {
+std::optional<orca::RetryDials> dials_of_response(std::string_view response, int max_retries, int64_t now_unix_s) {
   std::string_view head = final_head(response);
-  std::optional<std::string_view> dials_text, retry_after;
+  std::optional<std::string_view> dials_text, retry_after, date;
   // Header lines after the status line; a repeated header: the first counts.
   for (auto nl = head.find('\n'); nl != std::string_view::npos; nl = head.find('\n')) {
     head.remove_prefix(nl + 1);
@@ -87,6 +112,7 @@ std::optional<orca::RetryDials> dials_of_response(std::string_view response, int
     const std::string_view name = line.substr(0, colon);
     if (iequals(name, orca::kRetryDialsHeader) && !dials_text) dials_text = trim(line.substr(colon + 1));
     if (iequals(name, "retry-after") && !retry_after) retry_after = trim(line.substr(colon + 1));
+    if (iequals(name, "date") && !date) date = trim(line.substr(colon + 1));
   }
   if (dials_text) {
     auto dials = orca::parse_retry_dials(*dials_text);
@@ -94,7 +120,7 @@ std::optional<orca::RetryDials> dials_of_response(std::string_view response, int
     return *dials;
   }
   if (!retry_after) return std::nullopt;
-  const auto seconds = retry_after_seconds(*retry_after);
+  const auto seconds = retry_after_seconds(*retry_after, date, now_unix_s);
   if (!seconds) return std::nullopt;
   return orca::clamp_retry_dials(orca::RetryDials{max_retries, *seconds});
 }
@@ -162,7 +188,7 @@ void RetryClient::update_target(const orca::Report& report, const orca::ShedderC
 int64_t RetryClient::after(const loadgen::Record& ended, std::string_view response, int64_t now_ns) {
   if (!wants_retry(ended)) return -1;
   std::optional<orca::RetryDials> dials;
-  if (ended.outcome == loadgen::Outcome::response) dials = dials_of_response(response, s_.max_retries);
+  if (ended.outcome == loadgen::Outcome::response) dials = dials_of_response(response, s_.max_retries, std::time(nullptr));
   const int priority = ended.request_class < s_.priorities.size() ? s_.priorities[ended.request_class] : 50;
   if (budget_ && dials) budget_->record_dials(priority, *dials, now_ns);
   const double uniform = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);

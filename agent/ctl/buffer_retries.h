@@ -55,11 +55,19 @@ inline constexpr int64_t kBackoffBaseNs = 50'000'000;
 int64_t backoff_delay_ns(int retry_number, double uniform) noexcept;
 
 // What an answer said about retrying it: its x-headroom-retry dials, or,
-// without them, a Retry-After in seconds read as dials with --max-retries
-// retries. Empty: neither header, or one that does not parse (a client reads
-// dials strictly: a malformed one invites nothing). `response` is the whole
-// response; only the final response's head (after any 1xx) is read.
-std::optional<orca::RetryDials> dials_of_response(std::string_view response, int max_retries);
+// without them, its Retry-After read as dials with --max-retries retries.
+// Retry-After is delta-seconds or an HTTP-date; a date is counted from the
+// answer's own Date header, or, without one, from `now_unix_s` (the client's
+// wall clock), and a date already past means at once. Empty: neither header,
+// or one that does not parse (a client reads dials strictly: a malformed one
+// invites nothing). `response` is the whole response; only the final
+// response's head (after any 1xx) is read.
+std::optional<orca::RetryDials> dials_of_response(std::string_view response, int max_retries, int64_t now_unix_s);
+
+// An HTTP-date (RFC 9110: "Sun, 06 Nov 1994 08:49:37 GMT", or the obsolete
+// "Sunday, 06-Nov-94 08:49:37 GMT" and "Sun Nov  6 08:49:37 1994") as Unix
+// seconds; empty for anything else.
+std::optional<int64_t> parse_http_date(std::string_view text);
 
 // Whether an attempt asks for a retry at all: any answer but a 2xx (a
 // rejection, another status), a timeout, a refused or closed connection, a

@@ -21,6 +21,7 @@ using std::chrono::seconds;
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kNow = 1792567680;  // Wed, 21 Oct 2026 07:28:00 GMT
 
 lg::Record attempt(int64_t at_ms, uint16_t status, int64_t latency_ms, uint8_t k, uint32_t first, uint16_t phase = 0,
                    uint8_t cls = 0) {
@@ -90,25 +91,56 @@ TEST(BufferRetrySchedule, EachModeRetriesOrSaysWhyNot) {
 }
 
 TEST(BufferRetryDials, ReadFromTheAnswersHeaders) {
-  auto d = b::dials_of_response(kShed, 3);
+  auto d = b::dials_of_response(kShed, 3, kNow);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->max_retries, 1);
   EXPECT_DOUBLE_EQ(d->retry_after_seconds, 1.5);
   // Retry-After alone: its seconds, with --max-retries retries.
-  auto ra = b::dials_of_response("HTTP/1.1 503 x\r\nretry-after:  7 \r\nContent-Length: 0\r\n\r\n", 3);
+  auto ra = b::dials_of_response("HTTP/1.1 503 x\r\nretry-after:  7 \r\nContent-Length: 0\r\n\r\n", 3, kNow);
   ASSERT_TRUE(ra);
   EXPECT_EQ(ra->max_retries, 3);
   EXPECT_DOUBLE_EQ(ra->retry_after_seconds, 7);
-  // Neither, an HTTP-date, malformed dials, or dials only in the body: none.
-  EXPECT_FALSE(b::dials_of_response("HTTP/1.1 503 x\r\nContent-Length: 0\r\n\r\n", 3));
-  EXPECT_FALSE(b::dials_of_response("HTTP/1.1 503 x\r\nRetry-After: Wed, 21 Oct 2026 07:28:00 GMT\r\n\r\n", 3));
-  EXPECT_FALSE(b::dials_of_response("HTTP/1.1 503 x\r\nRetry-After: 2\r\nx-headroom-retry: {\"maxRetries\":-1}\r\n\r\n", 3));
+  // Neither, an unreadable Retry-After, malformed dials, or dials only in the body: none.
+  EXPECT_FALSE(b::dials_of_response("HTTP/1.1 503 x\r\nContent-Length: 0\r\n\r\n", 3, kNow));
+  EXPECT_FALSE(b::dials_of_response("HTTP/1.1 503 x\r\nRetry-After: soon\r\n\r\n", 3, kNow));
+  EXPECT_FALSE(b::dials_of_response("HTTP/1.1 503 x\r\nRetry-After: -5\r\n\r\n", 3, kNow));
+  EXPECT_FALSE(b::dials_of_response("HTTP/1.1 503 x\r\nRetry-After: Wed, 21 Oct 2026 07:28:00 GMT+1\r\n\r\n", 3, kNow));
+  EXPECT_FALSE(b::dials_of_response("HTTP/1.1 503 x\r\nRetry-After: 2\r\nx-headroom-retry: {\"maxRetries\":-1}\r\n\r\n", 3, kNow));
   EXPECT_FALSE(b::dials_of_response(
-      "HTTP/1.1 503 x\r\nContent-Length: 30\r\n\r\nx-headroom-retry: {\"maxRetries\":1", 3));
+      "HTTP/1.1 503 x\r\nContent-Length: 30\r\n\r\nx-headroom-retry: {\"maxRetries\":1", 3, kNow));
   // A 1xx before the final answer is skipped.
-  auto after_interim = b::dials_of_response("HTTP/1.1 100 Continue\r\n\r\n" + kShed, 3);
+  auto after_interim = b::dials_of_response("HTTP/1.1 100 Continue\r\n\r\n" + kShed, 3, kNow);
   ASSERT_TRUE(after_interim);
   EXPECT_EQ(after_interim->max_retries, 1);
+}
+
+TEST(BufferRetryDials, RetryAfterAsAnHttpDate) {
+  // kNow is Wed, 21 Oct 2026 07:28:00 GMT.
+  struct Row {
+    const char* headers;
+    double seconds;
+  } rows[] = {
+      {"Retry-After: Wed, 21 Oct 2026 07:28:30 GMT\r\n", 30},                                  // from the client's clock
+      {"Retry-After: Wed, 21 Oct 2026 07:28:30 GMT\r\nDate: Wed, 21 Oct 2026 07:28:20 GMT\r\n", 10},  // from Date
+      {"Date: Wed, 21 Oct 2026 09:00:00 GMT\r\nRetry-After: Wed, 21 Oct 2026 09:00:05 GMT\r\n", 5},   // skewed clocks
+      {"Retry-After: Wednesday, 21-Oct-26 07:28:45 GMT\r\n", 45},                              // RFC 850
+      {"Retry-After: Wed Oct 21 07:29:00 2026\r\n", 60},                                       // asctime
+      {"Retry-After: Wed, 21 Oct 2026 07:27:00 GMT\r\n", 0},                                   // past: at once
+      {"Retry-After: Wed, 21 Oct 2026 07:28:10 GMT\r\nDate: garbage\r\n", 10},               // bad Date: the clock
+      {"Retry-After: Thu, 22 Oct 2026 07:28:00 GMT\r\n", 3600},                                // a day: the cap
+  };
+  for (const auto& row : rows) {
+    auto d = b::dials_of_response(std::string("HTTP/1.1 503 x\r\n") + row.headers + "\r\n", 2, kNow);
+    ASSERT_TRUE(d) << row.headers;
+    EXPECT_EQ(d->max_retries, 2) << row.headers;
+    EXPECT_DOUBLE_EQ(d->retry_after_seconds, row.seconds) << row.headers;
+  }
+  EXPECT_EQ(b::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), 784111777);
+  EXPECT_EQ(b::parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), 784111777);
+  EXPECT_EQ(b::parse_http_date("Sun Nov  6 08:49:37 1994"), 784111777);
+  EXPECT_FALSE(b::parse_http_date("Sun, 06 Nov 1994 08:49:37"));
+  EXPECT_FALSE(b::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT trailing"));
+  EXPECT_FALSE(b::parse_http_date(""));
 }
 
 TEST(BufferRetryDials, OnlyUnansweredOrNon2xxAttemptsAskForARetry) {
