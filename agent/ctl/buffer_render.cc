@@ -14,11 +14,14 @@ namespace {
 
 using nlohmann::json;
 
+// printf into a string of the size the output needs (no truncation).
 template <typename... Args>
 std::string fmt(const char* f, Args... args) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
+  const int n = std::snprintf(nullptr, 0, f, args...);
+  if (n <= 0) return {};
+  std::string out(static_cast<std::size_t>(n), '\0');
+  std::snprintf(out.data(), out.size() + 1, f, args...);
+  return out;
 }
 
 std::string ms(int64_t ns) { return ns > 0 ? fmt("%.1f ms", static_cast<double>(ns) / 1e6) : "-"; }
@@ -269,6 +272,7 @@ constexpr double kW = 960, kTop = 60, kPlotH = 300, kLeft = 70, kRight = 70, kGa
 constexpr const char* kServed = "#2e7d32";
 constexpr const char* kRejected = "#f9a825";
 constexpr const char* kFailed = "#c62828";
+constexpr const char* kRetried = "#00897b";
 
 struct SvgLayout {
   std::size_t n = 0;  // steps
@@ -282,6 +286,8 @@ struct SvgLayout {
     bar = slot * 0.6;
     height = kTop + kPlotH + kGap + kClassH + 60;
     for (const auto& s : r.steps) ymax = std::max({ymax, s.offered_rps, s.served_rps + s.rejected_rps + s.failed_rps});
+    for (std::size_t i = 0; i < r.retries.size() && i < n; ++i)
+      ymax = std::max(ymax, r.steps[i].offered_rps * r.retries[i].all.amplification());
     ymax = nice_ceiling(ymax * 1.05);
     for (const auto& s : r.steps)
       umax = std::max({umax, s.endpoint_utilization.mean.value_or(0), s.node_utilization.mean.value_or(0)});
@@ -351,6 +357,25 @@ std::string svg_step_bars(const RunReport& r, const SvgLayout& l) {
   return s;
 }
 
+// --retries: per step, what the clients sent with their retries (the offered
+// rate times the step's amplification) as a dotted outline over the offered
+// one, and the amplification above it.
+std::string svg_retry_outlines(const RunReport& r, const SvgLayout& l) {
+  std::string s;
+  for (std::size_t i = 0; i < l.n && i < r.retries.size(); ++i) {
+    const auto& st = r.steps[i];
+    const double amplification = r.retries[i].all.amplification();
+    const double sent = st.offered_rps * amplification;
+    const double x = l.x_of(i) - l.bar / 2;
+    s += fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+             "stroke-dasharray=\"1 3\"><title>offered with retries %.0f req/s (%.2fx)</title></rect>\n",
+             x, l.y_of(sent), l.bar, l.y_of(0) - l.y_of(sent), kRetried, sent, amplification);
+    s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%.2fx</text>\n", l.x_of(i), l.y_of(sent) - 4,
+             kRetried, amplification);
+  }
+  return s;
+}
+
 // The endpoint's and the node's mean utilization per step, on the right axis.
 std::string svg_utilization_lines(const RunReport& r, const SvgLayout& l) {
   std::string s;
@@ -367,7 +392,7 @@ std::string svg_utilization_lines(const RunReport& r, const SvgLayout& l) {
   return s;
 }
 
-std::string svg_legend() {
+std::string svg_legend(const RunReport& r) {
   std::string s;
   double lx = kLeft;
   const double ly = kTop + kPlotH + 36;
@@ -378,6 +403,9 @@ std::string svg_legend() {
     lx += 40 + 8 * static_cast<double>(std::string_view(name).size());
   }
   s += fmt("<text x=\"%.1f\" y=\"%.1f\">dashed: offered</text>\n", lx, ly);
+  if (r.retry_mode != RetryMode::none)
+    s += fmt("<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">dotted: offered with retries (--retries %s)</text>\n", lx + 110,
+             ly, kRetried, std::string(retry_mode_name(r.retry_mode)).c_str());
   return s;
 }
 
@@ -414,13 +442,14 @@ std::string svg_class_panel(const RunReport& r, const SvgLayout& l) {
 }  // namespace
 
 // Two panels. Above: per step, the offered rate as an outline and what became
-// of it as a stacked bar (served, rejected, failed), with the endpoint's and
+// of it as a stacked bar (served, rejected, failed), with --retries what the
+// clients sent with their retries as a dotted outline, with the endpoint's and
 // the node's mean utilization as lines on a 0..max axis at the right. Below:
 // per step and priority, the shares served, rejected and failed.
 std::string render_svg(const RunReport& r) {
   const SvgLayout layout(r);
-  return svg_head(r, layout) + svg_axes(layout) + svg_step_bars(r, layout) + svg_utilization_lines(r, layout) +
-         svg_legend() + svg_class_panel(r, layout) + "</svg>\n";
+  return svg_head(r, layout) + svg_axes(layout) + svg_step_bars(r, layout) + svg_retry_outlines(r, layout) +
+         svg_utilization_lines(r, layout) + svg_legend(r) + svg_class_panel(r, layout) + "</svg>\n";
 }
 
 }  // namespace headroom::ctl::buffer

@@ -309,6 +309,7 @@ TEST(BufferRetryRender, TheRetriesSectionOnlyWithRetries) {
   report.steps = {step};
   EXPECT_FALSE(nlohmann::json::parse(b::render_json(report)).contains("retries"));
   for (const auto& line : b::render_table(report)) EXPECT_EQ(line.find("AMPLIFICATION"), std::string::npos) << line;
+  EXPECT_EQ(b::render_svg(report).find("with retries"), std::string::npos);
 
   b::StepRetries retries;
   retries.all.first_attempts = 4;
@@ -334,4 +335,14 @@ TEST(BufferRetryRender, TheRetriesSectionOnlyWithRetries) {
   EXPECT_NE(table.find("AMPLIFICATION"), std::string::npos) << table;
   EXPECT_NE(table.find("2.50x"), std::string::npos) << table;
   EXPECT_NE(table.find("budget 3"), std::string::npos) << table;
+  // The chart: the step's offered rate (20/s) times 2.5 as a dotted outline, its scale raised to show it.
+  report.steps[0].offered_rps = 20;
+  const std::string svg = b::render_svg(report);
+  EXPECT_NE(svg.find("<title>offered with retries 50 req/s (2.50x)</title>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">2.50x</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("dotted: offered with retries (--retries budget)"), std::string::npos) << svg;
+  // The left axis tops at 100 req/s to show 50; without the retries 20 req/s needs less.
+  EXPECT_NE(svg.find("text-anchor=\"end\">100</text>"), std::string::npos) << svg;
+  report.retries.clear();
+  EXPECT_EQ(b::render_svg(report).find("text-anchor=\"end\">100</text>"), std::string::npos);
 }
