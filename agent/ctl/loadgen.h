@@ -75,9 +75,10 @@ inline constexpr std::size_t kMaxInstances = 64;
 
 struct Options {
   Target target;  // instance 0 of the target service
-  // Its other instances, 1, 2, ... (at most kMaxInstances in all),
-  // as a client-side balancer sees them: first attempts go round robin over
-  // all instances, a retry to the instance after the failed attempt's.
+  // Its other instances, 1, 2, ... (at most kMaxInstances in all), as a
+  // client-side balancer sees them: first attempts go round robin over all
+  // instances, each class on its own cursor, a retry to the instance after
+  // the failed attempt's (loadgen_plan.h's first_instance, next_instance).
   // Each instance has its own connections.
   std::vector<Target> more_instances;
   std::vector<Phase> phases;          // run back to back from `start`
@@ -112,7 +113,7 @@ struct Record {
   uint8_t request_class = 0; // index into Options::classes
   Outcome outcome = Outcome::response;
   uint8_t attempt = 0;       // 0: a first attempt; k: its k-th retry (phase and class are the first's)
-  uint8_t instance = 0;      // the target's instance it went to (Options: 0 is target)
+  uint8_t instance = 0;      // where it went: 0 Options::target, i Options::more_instances[i - 1]
   uint32_t first = 0;        // the index of the first attempt's record (its own for a first attempt)
 };
 
