@@ -51,7 +51,7 @@ constexpr int kExitUsage = 64;
 constexpr int kExitInterrupted = 130;
 
 struct BufferOptions {
-  std::string target;
+  std::vector<std::string> targets;  // TARGET, once per instance of the service
   std::string baseline;  // a rate, or "report"
   std::string ramp = "1,1.5,2,2.5,3,4,5,6";
   std::string step = "10s";
@@ -214,20 +214,20 @@ class ReportSampler {
   std::vector<b::UtilizationSample> samples_;
 };
 
-// The target resolved, on this machine unless --allow-remote.
+// One TARGET resolved, on this machine unless --allow-remote.
 struct ResolvedTarget {
   loadgen::Target target;
   std::string shown;  // "127.0.0.1:8080/play"
 };
-Result<ResolvedTarget> resolve_target(const BufferOptions& o) {
-  auto parsed = parse_target(o.target);
+Result<ResolvedTarget> resolve_target(const BufferOptions& o, const std::string& text) {
+  auto parsed = parse_target(text);
   if (!parsed) return std::move(parsed).error();
   const ParsedTarget& t = *parsed;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (const int rc = getaddrinfo(t.host.c_str(), t.port.c_str(), &hints, &found); rc != 0)
-    return logic_error("TARGET " + o.target + ": cannot resolve " + t.host + ": " + gai_strerror(rc));
+    return logic_error("TARGET " + text + ": cannot resolve " + t.host + ": " + gai_strerror(rc));
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> found_guard(found, freeaddrinfo);
   ResolvedTarget r;
   std::memcpy(&r.target.addr, found->ai_addr, found->ai_addrlen);
@@ -236,9 +236,39 @@ Result<ResolvedTarget> resolve_target(const BufferOptions& o) {
   r.target.path = t.path;
   r.shown = r.target.host_header + t.path;
   if (!o.allow_remote && !is_local(found->ai_addr))
-    return logic_error("TARGET " + o.target + " (" + address_text(found->ai_addr) +
+    return logic_error("TARGET " + text + " (" + address_text(found->ai_addr) +
                        ") is not on this machine; a load experiment against another machine needs --allow-remote");
   return r;
+}
+
+// Every TARGET, the instances of one service: each resolved and checked,
+// all with one path, none twice.
+Result<std::vector<ResolvedTarget>> resolve_targets(const BufferOptions& o) {
+  if (o.targets.size() > loadgen::kMaxInstances)
+    return logic_error("TARGET given " + std::to_string(o.targets.size()) + " times: at most " +
+                       std::to_string(loadgen::kMaxInstances) + " instances of one service; give fewer");
+  std::vector<ResolvedTarget> out;
+  for (const auto& text : o.targets) {
+    auto r = resolve_target(o, text);
+    if (!r) return std::move(r).error();
+    if (!out.empty() && r->target.path != out.front().target.path)
+      return logic_error("TARGET " + text + ": the path " + r->target.path + " differs from " + out.front().shown +
+                         "'s; the instances of one service take the same requests, give them one path");
+    for (const auto& seen : out)
+      if (seen.target.addr_len == r->target.addr_len &&
+          std::memcmp(&seen.target.addr, &r->target.addr, seen.target.addr_len) == 0)
+        return logic_error("TARGET " + text + " is the same instance as " + seen.shown + "; give each instance once");
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+// The targets as the plan's description names them.
+std::string targets_text(const std::vector<ResolvedTarget>& targets) {
+  std::string out = targets.front().shown;
+  if (targets.size() == 1) return out;
+  for (std::size_t i = 1; i < targets.size(); ++i) out += (i + 1 == targets.size() ? " and " : ", ") + targets[i].shown;
+  return out + " (round robin)";
 }
 
 struct Baseline {
@@ -303,7 +333,7 @@ Result<std::vector<b::Step>> steps_of(const BufferOptions& o, double baseline) {
 
 // Everything the run needs that the flags say, checked before anything is sent.
 struct Plan {
-  ResolvedTarget target;
+  std::vector<ResolvedTarget> targets;  // the instances, at least one
   std::vector<b::MixEntry> mix;
   Baseline baseline;
   b::Criteria criteria;
@@ -314,9 +344,9 @@ struct Plan {
 };
 Result<Plan> plan_of(const BufferOptions& o) {
   Plan p;
-  auto target = resolve_target(o);
-  if (!target) return std::move(target).error();
-  p.target = std::move(*target);
+  auto targets = resolve_targets(o);
+  if (!targets) return std::move(targets).error();
+  p.targets = std::move(*targets);
   auto mix = b::parse_mix(o.mix);
   if (!mix) return std::move(mix).error();
   p.mix = std::move(*mix);
@@ -394,7 +424,7 @@ b::RunReport report_of(const BufferOptions& o, const Plan& p, loadgen::RunResult
   const b::BufferRules rules{o.max_failed / 100, o.max_served_drop / 100};
   const double threshold = o.threshold.value_or(orca::default_thresholds(o.signal).shed_start);
   b::RunReport report;
-  report.target = p.target.shown;
+  report.target = p.targets.front().shown;
   report.mode = o.spike > 0 ? "spike" : "ramp";
   report.baseline_rps = p.baseline.rps;
   report.baseline_source = p.baseline.source;
@@ -416,6 +446,11 @@ b::RunReport report_of(const BufferOptions& o, const Plan& p, loadgen::RunResult
   report.threshold = threshold;
   report.verdict = b::judge_run(report.steps, p.mix, report.buffers, p.expectations, rules, result);
   report.interrupted = result.stopped;
+  if (p.targets.size() > 1) {
+    std::vector<std::string> shown;
+    for (const auto& t : p.targets) shown.push_back(t.shown);
+    report.instances = b::instance_counts(shown, result.records, p.criteria);
+  }
   result.records.clear();
   report.client = std::move(result);
   return report;
@@ -443,7 +478,7 @@ int run(const BufferOptions& o) {
   if (!plan) return usage(plan.error().message);
   const Plan& p = *plan;
   std::fprintf(stderr, "headroomctl buffer: will send %s, open loop, up to %d connections; then wait up to %s\n",
-               b::describe_plan(p.steps, p.mix, p.target.shown).c_str(), o.connections, o.timeout.c_str());
+               b::describe_plan(p.steps, p.mix, targets_text(p.targets)).c_str(), o.connections, o.timeout.c_str());
   if (p.retries != b::RetryMode::none)
     std::fprintf(stderr, "headroomctl buffer: and retries (%s), at most %d per request\n",
                  std::string(b::retry_mode_name(p.retries)).c_str(), o.max_retries);
@@ -456,7 +491,8 @@ int run(const BufferOptions& o) {
     return kExitFailed;
   }
   loadgen::Options lo;
-  lo.target = p.target.target;
+  lo.target = p.targets.front().target;
+  for (std::size_t i = 1; i < p.targets.size(); ++i) lo.more_instances.push_back(p.targets[i].target);
   lo.phases = b::phases_of(p.steps);
   for (const auto& m : p.mix) lo.classes.push_back(loadgen::RequestClass{m.name, m.share});
   lo.priority_header = o.priority_header;
@@ -507,9 +543,14 @@ std::pair<CLI::App*, Runner> add_buffer_command(CLI::App& app) {
       "above the baseline still served) and the failure buffer (traffic above that rejected\n"
       "gracefully), in multiples of the baseline (docs/buffers.md), and, when headroomd runs\n"
       "here, the utilization its reports showed during each step.\n"
+      "TARGET given more than once: instances of one service, as a client-side balancer sees\n"
+      "them; first attempts go round robin, a retry to the next instance, and each instance's\n"
+      "attempts are reported.\n"
       "Exit status: 0 the verdict passed, 1 it failed, 64 usage error, 130 interrupted (the\n"
       "figures printed cover the part that ran).");
-  c->add_option("TARGET", o->target, "HOST:PORT[/PATH] or http://HOST:PORT/PATH")->required();
+  c->add_option("TARGET", o->targets,
+                "HOST:PORT[/PATH] or http://HOST:PORT/PATH; several: instances of one service (at most 64)")
+      ->required();
   c->add_option("--baseline", o->baseline,
                 "The baseline rate in requests per second, or \"report\": the rps_fractional of --scope's report")
       ->required();

@@ -238,6 +238,20 @@ Judged judge(const loadgen::Record& r, const Criteria& c) noexcept {
   return {Fate::failed, FailReason::status};
 }
 
+std::vector<InstanceCounts> instance_counts(const std::vector<std::string>& targets,
+                                            const std::vector<loadgen::Record>& records, const Criteria& criteria) {
+  std::vector<InstanceCounts> out(targets.size());
+  for (std::size_t i = 0; i < targets.size(); ++i) out[i].target = targets[i];
+  for (const auto& r : records) {
+    const Judged j = judge(r, criteria);
+    if (r.instance >= out.size() || j.fate == Fate::cancelled) continue;
+    InstanceCounts& c = out[r.instance];
+    ++c.attempts;
+    ++(j.fate == Fate::served ? c.served : j.fate == Fate::rejected ? c.rejected : c.failed);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------- per step
 
 namespace {

@@ -106,6 +106,22 @@ struct Judged {
 };
 Judged judge(const loadgen::Record& record, const Criteria& criteria) noexcept;
 
+// ---------------------------------------------------------------- per instance
+
+// What one instance of the target did with the attempts sent to it (first
+// attempts and retries alike), each judged on its own, over the whole run:
+// settling included, cancelled attempts nowhere.
+struct InstanceCounts {
+  std::string target;  // "127.0.0.1:8001/"
+  int64_t attempts = 0;
+  int64_t served = 0;
+  int64_t rejected = 0;
+  int64_t failed = 0;
+};
+// One per entry of `targets` (indexed like Record::instance).
+std::vector<InstanceCounts> instance_counts(const std::vector<std::string>& targets,
+                                            const std::vector<loadgen::Record>& records, const Criteria& criteria);
+
 // ---------------------------------------------------------------- per step
 
 struct Latency {  // nanoseconds; 0 when there were no such requests

@@ -114,6 +114,32 @@ std::vector<std::string> retry_table(const RunReport& r) {
   return out;
 }
 
+// Several instances: each one's attempts, judged one by one.
+std::vector<std::string> instance_table(const RunReport& r) {
+  Table t;
+  t.header = {"INSTANCE", "ATTEMPTS", "SERVED", "REJECTED", "FAILED"};
+  t.right_aligned = {false, true, true, true, true};
+  for (const auto& c : r.instances)
+    t.rows.push_back({c.target, std::to_string(c.attempts), std::to_string(c.served), std::to_string(c.rejected),
+                      std::to_string(c.failed)});
+  std::vector<std::string> out = {"instances: first attempts round robin, a retry to the next instance; every attempt "
+                                  "counted where it went"};
+  for (auto& line : format_table(t)) out.push_back(std::move(line));
+  out.emplace_back();
+  return out;
+}
+
+json instances_json(const RunReport& r) {
+  json out = json::array();
+  for (const auto& c : r.instances)
+    out.push_back({{"target", c.target},
+                   {"attempts", c.attempts},
+                   {"served", c.served},
+                   {"rejected", c.rejected},
+                   {"failed", c.failed}});
+  return out;
+}
+
 json retry_counts_json(const RetryCounts& c) {
   json suppressed = json::object();
   for (std::size_t i = 0; i < kSuppressedReasons; ++i) suppressed[std::string(suppressed_name(static_cast<Suppressed>(i)))] = c.suppressed[i];
@@ -141,7 +167,9 @@ json retries_json(const RunReport& r) {
 
 std::vector<std::string> render_table(const RunReport& r) {
   std::vector<std::string> out;
-  out.push_back("headroomctl buffer " + r.target + ": " + r.mode + ", baseline " + fmt("%.1f", r.baseline_rps) +
+  const std::string others =
+      r.instances.size() > 1 ? " and " + std::to_string(r.instances.size() - 1) + " other instances" : "";
+  out.push_back("headroomctl buffer " + r.target + others + ": " + r.mode + ", baseline " + fmt("%.1f", r.baseline_rps) +
                 " req/s (" + r.baseline_source + "), SLO " + ms(r.criteria.slo.count()) + ", rejections within " +
                 ms(r.criteria.reject_within.count()));
   Table steps;
@@ -174,6 +202,8 @@ std::vector<std::string> render_table(const RunReport& r) {
   out.emplace_back();
   if (r.retry_mode != RetryMode::none)
     for (auto& line : retry_table(r)) out.push_back(std::move(line));
+  if (r.instances.size() > 1)
+    for (auto& line : instance_table(r)) out.push_back(std::move(line));
   const auto& b = r.buffers;
   out.push_back(fmt("success buffer: %s%.2f  (%.0f req/s served above a baseline of %.0f)",
                     b.success_is_lower_bound ? "at least " : "", b.success, b.success_capacity_rps, r.baseline_rps));
@@ -262,6 +292,7 @@ std::string render_json(const RunReport& r) {
     out["time_to_shed"] = {{"first_rejection_s", optional_json(r.time_to_shed->first_rejection)},
                            {"signal_over_threshold_s", optional_json(r.time_to_shed->signal_over_threshold)}};
   if (r.retry_mode != RetryMode::none) out["retries"] = retries_json(r);
+  if (r.instances.size() > 1) out["instances"] = instances_json(r);
   return out.dump(2);
 }
 

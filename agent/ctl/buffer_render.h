@@ -35,6 +35,9 @@ struct RunReport {
   RetryMode retry_mode = RetryMode::none;
   int max_retries = 0;
   std::vector<StepRetries> retries;
+  // Several instances of the target (TARGET given more than once; `target`
+  // is the first): each one's attempts. Empty for one instance.
+  std::vector<InstanceCounts> instances;
 };
 
 std::vector<std::string> render_table(const RunReport& report);

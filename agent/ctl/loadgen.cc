@@ -16,8 +16,12 @@
 // uint32_t (its connection, or "queued", or "done"). Retries wait in a heap
 // (RetryQueue) and join in time order, so deadlines stay in order.
 //
+// Each request goes to one instance of the target (Record::instance) and
+// only takes a connection to it; the FIFO is shared, so requests leave in
+// schedule order whichever instance they are for.
+//
 // The schedule itself (when each request is due) is loadgen_plan.h's, the
-// response framing http_response.h's.
+// response framing http_response.h's, the connections' books loadgen_pool.h's.
 #include "agent/ctl/loadgen.h"
 
 #include <arpa/inet.h>
@@ -33,13 +37,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <deque>
 #include <limits>
 #include <memory>
 #include <string>
 
 #include "agent/ctl/http_response.h"
 #include "agent/ctl/loadgen_plan.h"
+#include "agent/ctl/loadgen_pool.h"
 #include "headroom/orca/result.h"
 
 namespace headroom::ctl::loadgen {
@@ -69,39 +73,28 @@ constexpr uint64_t kTimerId = kStopId - 1;
 constexpr std::size_t kScratch = 64 * 1024;
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
-enum class ConnState : uint8_t { free, connecting, busy, idle };
-
-struct Conn {
-  int fd = -1;
-  uint32_t gen = 0;  // bumped at close: events for an earlier descriptor in the same slot are stale
-  ConnState state = ConnState::free;
-  bool want_out = false;   // EPOLLOUT in the interest set
-  bool got_bytes = false;  // some of the current response has arrived
-  uint32_t served = 0;     // responses read on this connection
-  uint32_t write_off = 0;  // bytes of the current request sent
-  uint32_t idle_pos = 0;   // index in Engine::idle_
-  std::size_t seq = 0;     // the request in flight (connecting, busy)
-  // The current response so far, when it did not arrive in one read.
-  std::unique_ptr<char[]> buf;
-  std::size_t cap = 0;
-  std::size_t len = 0;
-  std::size_t need = 0;
-};
-
 class Engine {
  public:
-  Engine(const Options& o, std::vector<PhasePlan> plans) : o_(o), plans_(std::move(plans)) {
-    target_text_ = address_text(o.target.addr);
-    const std::string& host = o.target.host_header.empty() ? target_text_ : o.target.host_header;
+  Engine(const Options& o, std::vector<PhasePlan> plans)
+      : o_(o), plans_(std::move(plans)), pool_(o.more_instances.size() + 1) {
+    targets_.push_back(&o.target);
+    for (const auto& t : o.more_instances) targets_.push_back(&t);
+    for (const Target* t : targets_) {
+      texts_.push_back(address_text(t->addr));
+      const std::string& host = t->host_header.empty() ? texts_.back() : t->host_header;
+      for (const auto& c : o.classes) {
+        std::string r = "GET " + t->path + " HTTP/1.1\r\nHost: " + host + "\r\n";
+        if (!c.header_value.empty()) r += o.priority_header + ": " + c.header_value + "\r\n";
+        r += "\r\n";
+        requests_.push_back(std::move(r));
+      }
+    }
     for (const auto& c : o.classes) {
-      std::string r = "GET " + o.target.path + " HTTP/1.1\r\nHost: " + host + "\r\n";
-      if (!c.header_value.empty()) r += o.priority_header + ": " + c.header_value + "\r\n";
-      r += "\r\n";
-      requests_.push_back(std::move(r));
       weights_.push_back(c.weight);
       weight_total_ += c.weight;
     }
     current_.assign(weights_.size(), 0.0);
+    class_firsts_.assign(weights_.size(), 0);
     for (const auto& p : plans_) total_ += p.count;
     for (const auto& ph : o.phases) end_ns_ += ph.duration.count();
     timeout_ns_ = o.timeout.count();
@@ -114,8 +107,6 @@ class Engine {
   }
 
   ~Engine() {
-    for (auto& c : conns_)
-      if (c.fd >= 0) ::close(c.fd);
     if (timerfd_ >= 0) ::close(timerfd_);
     if (epfd_ >= 0) ::close(epfd_);
   }
@@ -217,7 +208,7 @@ class Engine {
     const int64_t now = since_start(Clock::now());
     const int64_t delay = o_.retry.after(r, response_, now);
     if (delay >= 0 && now + delay >= end_ns_) ++result_.retries_past_end;
-    else if (delay >= 0) retries_.push(r, now + delay);
+    else if (delay >= 0) retries_.push(r, now + delay, targets_.size());
   }
 
   // Appends a record for every request and retry due by `now`, the back of
@@ -235,6 +226,7 @@ class Engine {
         r.scheduled_ns = t;
         r.phase = static_cast<uint16_t>(phase_);
         r.request_class = pick_class();
+        r.instance = first_instance(class_firsts_[r.request_class]++, r.request_class, targets_.size());
         r.first = static_cast<uint32_t>(recs.size());
         if (o_.retry.admit) o_.retry.admit(r, now);
         ++next_seq_;
@@ -273,18 +265,18 @@ class Engine {
     auto& recs = result_.records;
     while (queue_ < recs.size()) {
       const std::size_t seq = queue_;
-      if (!idle_.empty()) {
-        const uint32_t slot = idle_.back();
-        idle_.pop_back();
+      const uint8_t instance = recs[seq].instance;
+      if (const auto idle = pool_.take_idle(instance)) {
+        const uint32_t slot = *idle;
         ++queue_;
-        Conn& c = conns_[slot];
+        Conn& c = pool_[slot];
         c.state = ConnState::busy;
         c.seq = seq;
         c.write_off = 0;
         c.got_bytes = false;
         request_conn_[seq] = slot + 1;
         send_request(slot);
-      } else if (open_ < o_.max_connections) {
+      } else if (pool_.open() < o_.max_connections || pool_.close_idle_elsewhere(instance)) {
         ++queue_;
         open_for(seq);
       } else {
@@ -303,18 +295,8 @@ class Engine {
     if (o_.retry.after && outcome != Outcome::cancelled) schedule_retry(seq);
   }
 
-  uint32_t alloc_slot() {
-    if (!free_.empty()) {
-      const uint32_t slot = free_.back();
-      free_.pop_back();
-      return slot;
-    }
-    conns_.emplace_back();
-    return static_cast<uint32_t>(conns_.size() - 1);
-  }
-
   bool epoll_set(uint32_t slot, int op, uint32_t events) {
-    const Conn& c = conns_[slot];
+    const Conn& c = pool_[slot];
     epoll_event ev{};
     ev.events = events;
     ev.data.u64 = (uint64_t{c.gen} << 32) | slot;
@@ -323,13 +305,15 @@ class Engine {
 
   void connect_failed(std::size_t seq, int err) {
     ++result_.connect_errors;
-    note_error("connect " + target_text_ + ": " + std::strerror(err));
+    note_error("connect " + texts_[result_.records[seq].instance] + ": " + std::strerror(err));
     finish(seq, Outcome::connect_error);
   }
 
   // Opens a connection for request `seq` (the caller checked the cap).
   void open_for(std::size_t seq) {
-    const int fd = ::socket(o_.target.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    const uint8_t instance = result_.records[seq].instance;
+    const Target& target = *targets_[instance];
+    const int fd = ::socket(target.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
       connect_failed(seq, errno);
       return;
@@ -337,7 +321,7 @@ class Engine {
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     int rc;
-    do rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&o_.target.addr), o_.target.addr_len);
+    do rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&target.addr), target.addr_len);
     while (rc != 0 && errno == EINTR);
     if (rc != 0 && errno != EINPROGRESS) {
       const int err = errno;
@@ -345,18 +329,11 @@ class Engine {
       connect_failed(seq, err);
       return;
     }
-    const uint32_t slot = alloc_slot();
-    Conn& c = conns_[slot];
-    c.fd = fd;
+    const uint32_t slot = pool_.add(fd, instance);
+    Conn& c = pool_[slot];
     c.seq = seq;
-    c.served = 0;
-    c.write_off = 0;
-    c.got_bytes = false;
-    c.len = 0;
-    c.want_out = false;
     request_conn_[seq] = slot + 1;
-    ++open_;
-    result_.peak_connections = std::max(result_.peak_connections, open_);
+    result_.peak_connections = std::max(result_.peak_connections, pool_.open());
     if (rc == 0) {
       c.state = ConnState::busy;
       ++result_.connections_opened;
@@ -370,35 +347,16 @@ class Engine {
   }
 
   // Closes a connection; its request (if any) is the caller's business.
-  void close_conn(uint32_t slot) {
-    Conn& c = conns_[slot];
-    if (c.state == ConnState::free) return;
-    if (c.state == ConnState::idle) {
-      const uint32_t last = idle_.back();
-      idle_[c.idle_pos] = last;
-      conns_[last].idle_pos = c.idle_pos;
-      idle_.pop_back();
-    }
-    ::close(c.fd);  // also leaves the epoll set
-    c.fd = -1;
-    c.state = ConnState::free;
-    ++c.gen;
-    c.len = 0;
-    if (c.cap > 64 * 1024) {  // a large response: give the memory back
-      c.buf.reset();
-      c.cap = 0;
-    }
-    --open_;
-    free_.push_back(slot);
-  }
+  void close_conn(uint32_t slot) { pool_.close(slot); }
 
   // The connection broke (closed, reset, a failed send) with its request
   // outstanding. A keep-alive connection that the server closed while idle
   // can take a request before the close arrives: then, if nothing of the
   // answer came, the request gets one fresh connection.
   void lost(uint32_t slot, int err, const char* what) {
-    Conn& c = conns_[slot];
+    Conn& c = pool_[slot];
     const std::size_t seq = c.seq;
+    const std::string& text = texts_[c.instance];
     const bool retry = c.served > 0 && !c.got_bytes;
     close_conn(slot);
     if (retry) {
@@ -406,15 +364,15 @@ class Engine {
       return;
     }
     if (err == 0)
-      note_error(target_text_ + " closed the connection before the response was complete");
+      note_error(text + " closed the connection before the response was complete");
     else
-      note_error(std::string(what) + " " + target_text_ + ": " + std::strerror(err));
+      note_error(std::string(what) + " " + text + ": " + std::strerror(err));
     finish(seq, Outcome::closed);
   }
 
   void send_request(uint32_t slot) {
-    Conn& c = conns_[slot];
-    const std::string& r = requests_[result_.records[c.seq].request_class];
+    Conn& c = pool_[slot];
+    const std::string& r = request_of(result_.records[c.seq]);
     while (c.write_off < r.size()) {
       const ssize_t n = ::send(c.fd, r.data() + c.write_off, r.size() - c.write_off, MSG_NOSIGNAL);
       if (n < 0) {
@@ -437,8 +395,8 @@ class Engine {
   }
 
   void on_event(uint32_t slot, uint32_t gen, uint32_t events) {
-    if (slot >= conns_.size()) return;
-    Conn& c = conns_[slot];
+    if (slot >= pool_.slots()) return;
+    Conn& c = pool_[slot];
     if (c.gen != gen) return;  // the descriptor this event was for is closed
     switch (c.state) {
       case ConnState::free:
@@ -476,22 +434,13 @@ class Engine {
     }
   }
 
-  // Appends to the connection's buffer.
-  static void append(Conn& c, const char* data, std::size_t n) {
-    if (c.len + n > c.cap) {
-      std::size_t cap = std::max<std::size_t>(c.cap * 2, 4096);
-      while (cap < c.len + n) cap *= 2;
-      auto grown = std::make_unique<char[]>(cap);
-      if (c.len > 0) std::memcpy(grown.get(), c.buf.get(), c.len);
-      c.buf = std::move(grown);
-      c.cap = cap;
-    }
-    std::memcpy(c.buf.get() + c.len, data, n);
-    c.len += n;
+  // The bytes of a request: its instance's Host header, its class's priority.
+  const std::string& request_of(const Record& r) const {
+    return requests_[r.instance * o_.classes.size() + r.request_class];
   }
 
   void read_response(uint32_t slot) {
-    Conn& c = conns_[slot];
+    Conn& c = pool_[slot];
     ssize_t n;
     do n = ::recv(c.fd, scratch_.get(), kScratch, 0);
     while (n < 0 && errno == EINTR);
@@ -515,11 +464,11 @@ class Engine {
       const ResponseFrame p = frame_response(scratch_.get(), got, false);
       if (p.consumed > 0) return answered(slot, p, static_cast<std::size_t>(p.consumed) != got, scratch_.get());
       if (p.consumed < 0) return bad(slot);
-      append(c, scratch_.get(), got);
+      c.append(scratch_.get(), got);
       c.need = p.need;
       return;
     }
-    append(c, scratch_.get(), got);
+    c.append(scratch_.get(), got);
     if (c.len < c.need) return;
     const ResponseFrame p = frame_response(c.buf.get(), c.len, false);
     if (p.consumed > 0) return answered(slot, p, static_cast<std::size_t>(p.consumed) != c.len, c.buf.get());
@@ -531,9 +480,9 @@ class Engine {
   // for, so the connection is not reused; nor is one whose request the
   // server answered before taking all of it. `data`: the response's bytes.
   void answered(uint32_t slot, const ResponseFrame& p, bool extra, const char* data) {
-    Conn& c = conns_[slot];
+    Conn& c = pool_[slot];
     Record& r = result_.records[c.seq];
-    extra = extra || c.write_off < requests_[r.request_class].size();
+    extra = extra || c.write_off < request_of(r).size();
     r.status = static_cast<uint16_t>(std::min(p.status, 65535));
     r.latency_ns = since_start(Clock::now()) - r.scheduled_ns;
     response_ = std::string_view(data, static_cast<std::size_t>(p.consumed));
@@ -545,15 +494,13 @@ class Engine {
       close_conn(slot);
       return;
     }
-    c.state = ConnState::idle;
-    c.idle_pos = static_cast<uint32_t>(idle_.size());
-    idle_.push_back(slot);
+    pool_.park(slot);
   }
 
   void bad(uint32_t slot) {
-    const std::size_t seq = conns_[slot].seq;
+    const std::size_t seq = pool_[slot].seq;
+    note_error("bad response from " + texts_[pool_[slot].instance] + " (not HTTP/1.x)");
     close_conn(slot);
-    note_error("bad response from " + target_text_ + " (not HTTP/1.x)");
     finish(seq, Outcome::bad_response);
   }
 
@@ -585,7 +532,7 @@ class Engine {
   }
 
   RunResult finish_result() {
-    for (uint32_t slot = 0; slot < conns_.size(); ++slot) close_conn(slot);
+    for (uint32_t slot = 0; slot < pool_.slots(); ++slot) close_conn(slot);
     if (!lags_.empty()) {
       auto rank = [&](double q) {
         const auto n = static_cast<double>(lags_.size());
@@ -602,10 +549,12 @@ class Engine {
 
   const Options& o_;
   std::vector<PhasePlan> plans_;
-  std::string target_text_;
-  std::vector<std::string> requests_;  // per class: the bytes of its request
+  std::vector<const Target*> targets_;  // the instances: o_.target, then o_.more_instances
+  std::vector<std::string> texts_;      // per instance: its address, "127.0.0.1:8080"
+  std::vector<std::string> requests_;   // per instance and class (request_of): the bytes of its request
   std::vector<double> weights_, current_;
   double weight_total_ = 0;
+  std::vector<uint64_t> class_firsts_;  // per class: its first attempts so far (first_instance)
   uint64_t total_ = 0;
   int64_t timeout_ns_ = 0;
   int64_t end_ns_ = 0;  // the last phase's end
@@ -628,10 +577,7 @@ class Engine {
   int epfd_ = -1;
   int timerfd_ = -1;
   int64_t armed_ = kUnarmed;  // the timerfd's wake-up (ns since start)
-  std::deque<Conn> conns_;    // a deque: references stay valid while it grows
-  std::vector<uint32_t> free_;
-  std::vector<uint32_t> idle_;
-  int open_ = 0;
+  ConnPool pool_;
   std::unique_ptr<char[]> scratch_;
 };
 

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -69,8 +70,17 @@ struct RetryHooks {
   std::function<bool(const Record& retry, int64_t now_ns)> admit;
 };
 
+// At most this many instances of the target (Record::instance is 8-bit).
+inline constexpr std::size_t kMaxInstances = 64;
+
 struct Options {
-  Target target;
+  Target target;  // instance 0 of the target service
+  // Its other instances, 1, 2, ... (at most kMaxInstances in all), as a
+  // client-side balancer sees them: first attempts go round robin over all
+  // instances, each class on its own cursor, a retry to the instance after
+  // the failed attempt's (loadgen_plan.h's first_instance, next_instance).
+  // Each instance has its own connections.
+  std::vector<Target> more_instances;
   std::vector<Phase> phases;          // run back to back from `start`
   std::vector<RequestClass> classes;  // at least one
   std::string priority_header = "x-priority";
@@ -103,6 +113,7 @@ struct Record {
   uint8_t request_class = 0; // index into Options::classes
   Outcome outcome = Outcome::response;
   uint8_t attempt = 0;       // 0: a first attempt; k: its k-th retry (phase and class are the first's)
+  uint8_t instance = 0;      // where it went: 0 Options::target, i Options::more_instances[i - 1]
   uint32_t first = 0;        // the index of the first attempt's record (its own for a first attempt)
 };
 
@@ -111,7 +122,7 @@ struct RunResult {
   bool stopped = false;         // stop_fd fired
   int64_t connections_opened = 0;
   int64_t connect_errors = 0;
-  std::string first_error;      // e.g. "connect 127.0.0.1:9: Connection refused", empty if none
+  std::string first_error;      // e.g. "connect 127.0.0.1:9: Connection refused", empty if none (any instance)
   // How late requests actually left against their schedule (ns): a client
   // that cannot keep up shows here, not as server latency.
   int64_t send_lag_p50_ns = 0;

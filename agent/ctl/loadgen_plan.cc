@@ -24,12 +24,16 @@ headroom::Result<std::vector<PhasePlan>> plan(const Options& o) {
   if (o.phases.size() > 65536) return logic_error("loadgen: more than 65536 phases");
   if (o.max_connections < 1) return logic_error("loadgen: max_connections must be at least 1");
   if (o.timeout.count() <= 0) return logic_error("loadgen: timeout must be positive");
-  if ((o.target.addr.ss_family != AF_INET && o.target.addr.ss_family != AF_INET6) || o.target.addr_len == 0 ||
-      o.target.addr_len > sizeof o.target.addr)
-    return logic_error("loadgen: the target address is not an IPv4 or IPv6 socket address");
-  if (o.target.path.empty() || has_ctl(o.target.path) || o.target.path.find(' ') != std::string::npos)
-    return logic_error("loadgen: bad request target '" + o.target.path + "'");
-  if (has_ctl(o.target.host_header)) return logic_error("loadgen: bad Host header");
+  if (o.more_instances.size() + 1 > kMaxInstances)
+    return logic_error("loadgen: more than " + std::to_string(kMaxInstances) + " instances of the target");
+  for (std::size_t i = 0; i <= o.more_instances.size(); ++i) {
+    const Target& t = i == 0 ? o.target : o.more_instances[i - 1];
+    if ((t.addr.ss_family != AF_INET && t.addr.ss_family != AF_INET6) || t.addr_len == 0 || t.addr_len > sizeof t.addr)
+      return logic_error("loadgen: the target address is not an IPv4 or IPv6 socket address");
+    if (t.path.empty() || has_ctl(t.path) || t.path.find(' ') != std::string::npos)
+      return logic_error("loadgen: bad request target '" + t.path + "'");
+    if (has_ctl(t.host_header)) return logic_error("loadgen: bad Host header");
+  }
   bool any_value = false;
   for (const auto& c : o.classes) {
     if (!(c.weight > 0) || !std::isfinite(c.weight))
@@ -69,8 +73,9 @@ headroom::Result<std::vector<PhasePlan>> plan(const Options& o) {
   return plans;
 }
 
-void RetryQueue::push(const Record& ended, int64_t due_ns) {
+void RetryQueue::push(const Record& ended, int64_t due_ns, std::size_t instances) {
   Record next;
+  next.instance = next_instance(ended.instance, instances);
   next.phase = ended.phase;
   next.request_class = ended.request_class;
   next.attempt = static_cast<uint8_t>(ended.attempt + 1);

@@ -554,4 +554,43 @@ TEST(Loadgen, ResponseFramingOverTheWire) {
   }
 }
 
+
+// 11. Several instances of one target: first attempts go round robin, each
+// record says which instance it went to, each instance's server saw just
+// those requests (its own Host header), and a retry of an attempt that one
+// instance rejected goes to the next instance, where it is served.
+TEST(Loadgen, InstancesRoundRobinAndARetryGoesToTheNext) {
+  TinyServer good_a(TinyServer::Mode::answer, milliseconds(0), "host");
+  TinyServer bad(Script{{"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"}, false}, milliseconds(0));
+  TinyServer good_b(TinyServer::Mode::answer, milliseconds(0), "host");
+  // The quiet phase at the end: the last retries fall due within the run.
+  auto o = options(good_a.port(), {{milliseconds(500), 120}, {milliseconds(200), 0}}, seconds(1));
+  for (const uint16_t port : {bad.port(), good_b.port()}) o.more_instances.push_back(options(port, {}, seconds(1)).target);
+  o.retry.after = [](const lg::Record& r, std::string_view, int64_t) -> int64_t {
+    return r.status == 200 ? -1 : 0;  // again at once, whatever failed
+  };
+  const auto r = run_ok(o);
+  ASSERT_EQ(r.records.size(), 60u + 20u) << "60 first attempts, the bad instance's 20 retried once";
+  std::vector<int> attempts(3, 0);
+  int firsts = 0;
+  for (const auto& rec : r.records) {
+    ASSERT_LT(rec.instance, 3);
+    ++attempts[rec.instance];
+    if (rec.attempt == 0) {
+      EXPECT_EQ(rec.instance, firsts++ % 3) << "first attempts round robin";
+      EXPECT_EQ(rec.status, rec.instance == 1 ? 503 : 200);
+    } else {
+      const lg::Record& failed = r.records[rec.first];
+      EXPECT_EQ(failed.instance, 1);
+      EXPECT_EQ(rec.instance, 2) << "a retry goes to the instance after the failed one";
+      EXPECT_EQ(rec.status, 200);
+    }
+  }
+  EXPECT_EQ(attempts, (std::vector<int>{20, 20, 40}));
+  const auto seen_a = good_a.header_counts(), seen_b = good_b.header_counts();
+  EXPECT_EQ(seen_a.count("127.0.0.1:" + std::to_string(good_a.port())) ? seen_a.at("127.0.0.1:" + std::to_string(good_a.port())) : 0, 20);
+  EXPECT_EQ(seen_b.count("127.0.0.1:" + std::to_string(good_b.port())) ? seen_b.at("127.0.0.1:" + std::to_string(good_b.port())) : 0, 40);
+  EXPECT_EQ(bad.header_counts().at(""), 20) << "the bad instance saw only its first attempts";
+}
+
 }  // namespace
