@@ -194,6 +194,7 @@ int64_t RetryClient::after(const loadgen::Record& ended, std::string_view respon
   const double uniform = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   const RetryChoice choice = choose_retry(s_.mode, ended.attempt + 1, s_.max_retries, dials, uniform);
   if (choice.delay_ns < 0) suppressed_.push_back(Held{ended.first, choice.reason});
+  else if (budget_) failed_at_[ended.first] = now_ns;  // the dials' wait is counted from here
   return choice.delay_ns;
 }
 
@@ -204,7 +205,12 @@ bool RetryClient::admit(const loadgen::Record& r, int64_t now_ns) {
     return true;
   }
   const int priority = r.request_class < s_.priorities.size() ? s_.priorities[r.request_class] : 50;
-  const orca::RetryDecision d = budget_->may_retry(priority, r.attempt, now_ns);
+  int64_t failed_at = now_ns;
+  if (auto it = failed_at_.find(r.first); it != failed_at_.end()) {
+    failed_at = it->second;
+    failed_at_.erase(it);
+  }
+  const orca::RetryDecision d = budget_->may_retry(priority, r.attempt, now_ns, failed_at);
   if (d == orca::RetryDecision::retry) return true;
   suppressed_.push_back(Held{r.first, suppressed_of(d)});
   return false;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "agent/ctl/buffer_model.h"
@@ -129,6 +130,9 @@ class RetryClient {
   std::unique_ptr<orca::RetryBudget> budget_;
   std::mt19937_64 rng_;
   std::vector<Held> suppressed_;
+  // Budget mode: when the attempt each pending retry follows failed, by its
+  // first attempt's record index (one pending retry per request at a time).
+  std::unordered_map<uint32_t, int64_t> failed_at_;
 };
 
 // The engine's records with each first attempt's outcome: its last

@@ -145,9 +145,10 @@ void headroom_retry_budget_first_attempt(headroom_retry_budget* budget, int64_t 
   if (budget != nullptr) budget->budget.record_first_attempt(now_ns);
 }
 
-int headroom_retry_budget_may_retry(headroom_retry_budget* budget, int priority, int retry_number, int64_t now_ns) {
+int headroom_retry_budget_may_retry(headroom_retry_budget* budget, int priority, int retry_number, int64_t now_ns,
+                                    int64_t failed_at_ns) {
   if (budget == nullptr) return -EINVAL;
-  return static_cast<int>(budget->budget.may_retry(priority, retry_number, now_ns));
+  return static_cast<int>(budget->budget.may_retry(priority, retry_number, now_ns, failed_at_ns));
 }
 
 int headroom_retry_budget_record_dials(headroom_retry_budget* budget, int priority, const headroom_retry_dials* dials,

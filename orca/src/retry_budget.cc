@@ -130,7 +130,7 @@ RetryBudget::RetryBudget(const RetryBudgetOptions& options) : options_(options) 
   min_retries_ = options_.min_retries_per_second * static_cast<double>(options_.window_ms) / 1000.0;
   for (int b = 0; b < kBucketCount; ++b) {
     dials_expiry_[static_cast<std::size_t>(b)].store(kNone, std::memory_order_relaxed);
-    dials_wait_until_[static_cast<std::size_t>(b)].store(kNone, std::memory_order_relaxed);
+    dials_wait_ns_[static_cast<std::size_t>(b)].store(0, std::memory_order_relaxed);
   }
   // The slot words start at 0, of no epoch (value-initialized arrays).
 }
@@ -187,7 +187,7 @@ bool RetryBudget::take_retry(Bucket bucket, int64_t now_ns) noexcept {
   }
 }
 
-RetryDecision RetryBudget::may_retry(Bucket bucket, int retry_number, int64_t now_ns) noexcept {
+RetryDecision RetryBudget::may_retry(Bucket bucket, int retry_number, int64_t now_ns, int64_t failed_at_ns) noexcept {
   int b = static_cast<int>(bucket);
   b = b < 0 ? 0 : b >= kBucketCount ? kBucketCount - 1 : b;
   const auto i = static_cast<std::size_t>(b);
@@ -195,7 +195,9 @@ RetryDecision RetryBudget::may_retry(Bucket bucket, int retry_number, int64_t no
   if (now_ns < dials_expiry_[i].load(std::memory_order_acquire)) {
     if ((retry_number < 1 ? 1 : retry_number) > dials_count_[i].load(std::memory_order_relaxed))
       return RetryDecision::deny_dials_count;
-    if (now_ns < dials_wait_until_[i].load(std::memory_order_relaxed)) return RetryDecision::deny_dials_wait;
+    const int64_t failed_at = failed_at_ns < now_ns ? failed_at_ns : now_ns;
+    if (now_ns < sat_add(failed_at, dials_wait_ns_[i].load(std::memory_order_relaxed)))
+      return RetryDecision::deny_dials_wait;
   }
   return take_retry(static_cast<Bucket>(b), now_ns) ? RetryDecision::retry : RetryDecision::deny_budget;
 }
@@ -208,7 +210,7 @@ void RetryBudget::record_dials(Bucket bucket, const RetryDials& dials, int64_t n
   // The seconds are at most an hour: the nanoseconds fit.
   const auto wait_ns = static_cast<int64_t>(std::ceil(d.retry_after_seconds * 1e9));
   dials_count_[i].store(d.max_retries, std::memory_order_relaxed);
-  dials_wait_until_[i].store(sat_add(now_ns, wait_ns), std::memory_order_relaxed);
+  dials_wait_ns_[i].store(wait_ns, std::memory_order_relaxed);
   dials_expiry_[i].store(sat_add(now_ns, dials_ttl_ns_), std::memory_order_release);
 }
 

@@ -272,8 +272,12 @@ TEST(BufferRetryClient, BudgetModeObeysTheDialsItWasGiven) {
   const int64_t delay = hooks.after(attempt(0, 503, 1, 0, 0), kShed, 0);
   EXPECT_EQ(delay, 1500 * kMs);
   EXPECT_FALSE(hooks.admit(attempt(1, 0, 0, 1, 0), 1 * kMs));  // too soon for the dials
-  EXPECT_TRUE(hooks.admit(attempt(1500, 0, 0, 1, 0), 1500 * kMs));
-  EXPECT_FALSE(hooks.admit(attempt(1600, 0, 0, 2, 0), 1600 * kMs));  // past their count
+  // Another request shed at 10 ms: its retry goes 1.5 s after its own
+  // failure, though another answer came later (at 900 ms).
+  EXPECT_EQ(hooks.after(attempt(10, 503, 1, 0, 1), kShed, 10 * kMs), 1500 * kMs);
+  EXPECT_EQ(hooks.after(attempt(900, 503, 1, 0, 2), kShed, 900 * kMs), 1500 * kMs);
+  EXPECT_TRUE(hooks.admit(attempt(1510, 0, 0, 1, 1), 1510 * kMs));
+  EXPECT_FALSE(hooks.admit(attempt(1600, 0, 0, 2, 1), 1600 * kMs));  // past their count
   ASSERT_EQ(client.suppressed().size(), 2u);
   EXPECT_EQ(client.suppressed()[0].reason, b::Suppressed::dials_wait);
   EXPECT_EQ(client.suppressed()[1].reason, b::Suppressed::dials_count);

@@ -170,10 +170,10 @@ TEST(CApiRetry, BudgetDialsAndTarget) {
   for (int i = 0; i < 1000; ++i) headroom_retry_budget_first_attempt(b.get(), kT0);
   // BULK: 0.025 x 1000 + 10 = 35 retries.
   int n = 0;
-  while (headroom_retry_budget_may_retry(b.get(), 100, 1, kT0) == HEADROOM_RETRY && n < 1000) ++n;
+  while (headroom_retry_budget_may_retry(b.get(), 100, 1, kT0, kT0) == HEADROOM_RETRY && n < 1000) ++n;
   EXPECT_EQ(n, 35);
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0), HEADROOM_RETRY_DENY_BUDGET);
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 1, 1, kT0), HEADROOM_RETRY);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0, kT0), HEADROOM_RETRY_DENY_BUDGET);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 1, 1, kT0, kT0), HEADROOM_RETRY);
   int64_t firsts = 0, retries = 0;
   ASSERT_EQ(headroom_retry_budget_window(b.get(), kT0, &firsts, &retries), 0);
   EXPECT_EQ(firsts, 1000);
@@ -181,15 +181,17 @@ TEST(CApiRetry, BudgetDialsAndTarget) {
 
   const headroom_retry_dials dials{1, 0, 2.0};
   ASSERT_EQ(headroom_retry_budget_record_dials(b.get(), 30, &dials, kT0), 0);
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 30, 1, kT0 + kS), HEADROOM_RETRY_DENY_DIALS_WAIT);
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 30, 2, kT0 + 3 * kS), HEADROOM_RETRY_DENY_DIALS_COUNT);
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 30, 1, kT0 + 3 * kS), HEADROOM_RETRY);
+  // The wait counts from the call's own failure (kT0 + kS here).
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 30, 1, kT0 + kS, kT0 + kS), HEADROOM_RETRY_DENY_DIALS_WAIT);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 30, 1, kT0 + 3 * kS - 1, kT0 + kS), HEADROOM_RETRY_DENY_DIALS_WAIT);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 30, 2, kT0 + 3 * kS, kT0 + kS), HEADROOM_RETRY_DENY_DIALS_COUNT);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 30, 1, kT0 + 3 * kS, kT0 + kS), HEADROOM_RETRY);
 
   const double heavy[4] = {0.0, 0.0, 0.0, 0.75};
   ASSERT_EQ(headroom_retry_budget_update_probabilities(b.get(), heavy, 0), 0);
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0), HEADROOM_RETRY_DENY_TARGET_SHEDDING);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0, kT0), HEADROOM_RETRY_DENY_TARGET_SHEDDING);
   ASSERT_EQ(headroom_retry_budget_update_probabilities(b.get(), heavy, 1), 0);  // stale: ignored
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0), HEADROOM_RETRY_DENY_BUDGET);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0, kT0), HEADROOM_RETRY_DENY_BUDGET);
 }
 
 TEST(CApiRetry, OptionsReachTheBudget) {
@@ -206,11 +208,11 @@ TEST(CApiRetry, OptionsReachTheBudget) {
   o.max_ratio[3] = 0.5;
   BudgetPtr b(headroom_retry_budget_create(&o, err, sizeof err));
   ASSERT_NE(b, nullptr) << err;
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0), HEADROOM_RETRY_DENY_BUDGET);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0, kT0), HEADROOM_RETRY_DENY_BUDGET);
   for (int i = 0; i < 4; ++i) headroom_retry_budget_first_attempt(b.get(), kT0);
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0), HEADROOM_RETRY);
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0), HEADROOM_RETRY);
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0), HEADROOM_RETRY_DENY_BUDGET);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0, kT0), HEADROOM_RETRY);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0, kT0), HEADROOM_RETRY);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 100, 1, kT0, kT0), HEADROOM_RETRY_DENY_BUDGET);
   // The 2 s window has slid past them.
   int64_t firsts = -1, retries = -1;
   ASSERT_EQ(headroom_retry_budget_window(b.get(), kT0 + 2 * kS, &firsts, &retries), 0);
@@ -247,8 +249,8 @@ TEST(CApiRetry, ShedProbabilitiesFromAReaderFeedTheBudget) {
   BudgetPtr b(headroom_retry_budget_create(nullptr, err, sizeof err));
   ASSERT_NE(b, nullptr) << err;
   ASSERT_EQ(headroom_retry_budget_update_probabilities(b.get(), p, 0), 0);
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 51, 1, kT0), HEADROOM_RETRY_DENY_TARGET_SHEDDING);
-  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 50, 1, kT0), HEADROOM_RETRY);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 51, 1, kT0, kT0), HEADROOM_RETRY_DENY_TARGET_SHEDDING);
+  EXPECT_EQ(headroom_retry_budget_may_retry(b.get(), 50, 1, kT0, kT0), HEADROOM_RETRY);
 
   // The file goes away: stale, and the probabilities fail open.
   std::filesystem::remove(tmp / "endpoint.api.orca");
@@ -266,7 +268,7 @@ TEST(CApiRetry, NullArguments) {
   int64_t x = 0;
   headroom_retry_budget_first_attempt(nullptr, kT0);  // ignored
   headroom_retry_budget_destroy(nullptr);
-  EXPECT_EQ(headroom_retry_budget_may_retry(nullptr, 1, 1, kT0), -EINVAL);
+  EXPECT_EQ(headroom_retry_budget_may_retry(nullptr, 1, 1, kT0, kT0), -EINVAL);
   EXPECT_EQ(headroom_retry_budget_record_dials(nullptr, 1, &dials, kT0), -EINVAL);
   EXPECT_EQ(headroom_retry_budget_update_probabilities(nullptr, p, 0), -EINVAL);
   EXPECT_EQ(headroom_retry_budget_window(nullptr, kT0, &x, &x), -EINVAL);

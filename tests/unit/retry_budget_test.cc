@@ -220,21 +220,43 @@ TEST(RetryBudget, DialsCountAndWaitPerBucket) {
   RetryBudget b;
   first_attempts(b, 1000, kT0);
   b.record_dials(1, RetryDials{1, 2.0}, kT0);
-  EXPECT_EQ(b.may_retry(1, 1, kT0 + kS), RetryDecision::deny_dials_wait);
-  EXPECT_EQ(b.may_retry(1, 1, kT0 + 2 * kS - 1), RetryDecision::deny_dials_wait);
-  EXPECT_EQ(b.may_retry(1, 1, kT0 + 2 * kS), RetryDecision::retry);
-  EXPECT_EQ(b.may_retry(1, 2, kT0 + 3 * kS), RetryDecision::deny_dials_count);
-  EXPECT_EQ(b.may_retry(20, 0, kT0 + 3 * kS), RetryDecision::retry);  // retry_number below 1 reads 1
+  // Asked at the failure (the three-argument form): wait.
+  EXPECT_EQ(b.may_retry(1, 1, kT0), RetryDecision::deny_dials_wait);
+  EXPECT_EQ(b.may_retry(1, 1, kT0 + kS, kT0), RetryDecision::deny_dials_wait);
+  EXPECT_EQ(b.may_retry(1, 1, kT0 + 2 * kS - 1, kT0), RetryDecision::deny_dials_wait);
+  EXPECT_EQ(b.may_retry(1, 1, kT0 + 2 * kS, kT0), RetryDecision::retry);
+  EXPECT_EQ(b.may_retry(1, 2, kT0 + 3 * kS, kT0), RetryDecision::deny_dials_count);
+  EXPECT_EQ(b.may_retry(20, 0, kT0 + 3 * kS, kT0), RetryDecision::retry);  // retry_number below 1 reads 1
+  // A failure time after now reads now.
+  EXPECT_EQ(b.may_retry(1, 1, kT0 + 3 * kS, kT0 + 9 * kS), RetryDecision::deny_dials_wait);
   // Other buckets have no dials.
   EXPECT_EQ(b.may_retry(26, 5, kT0 + kS), RetryDecision::retry);
   // maxRetries 0: no retry at all.
   b.record_dials(100, RetryDials{0, 0.0}, kT0);
-  EXPECT_EQ(b.may_retry(100, 1, kT0), RetryDecision::deny_dials_count);
+  EXPECT_EQ(b.may_retry(100, 1, kT0 + kS, kT0), RetryDecision::deny_dials_count);
   // New dials replace the old ones.
   b.record_dials(1, RetryDials{3, 0.5}, kT0 + 4 * kS);
   EXPECT_EQ(b.may_retry(1, 3, kT0 + 4 * kS), RetryDecision::deny_dials_wait);
-  EXPECT_EQ(b.may_retry(1, 3, kT0 + 4500 * kMs), RetryDecision::retry);
-  EXPECT_EQ(b.may_retry(1, 4, kT0 + 4500 * kMs), RetryDecision::deny_dials_count);
+  EXPECT_EQ(b.may_retry(1, 3, kT0 + 4500 * kMs, kT0 + 4 * kS), RetryDecision::retry);
+  EXPECT_EQ(b.may_retry(1, 4, kT0 + 4500 * kMs, kT0 + 4 * kS), RetryDecision::deny_dials_count);
+}
+
+TEST(RetryBudget, TheWaitIsTheCallsOwnNotPushedBackByLaterAnswers) {
+  // A bucket shed all along: every 100 ms another call's answer brings the
+  // same dials (one retry after 1 s). A call that failed at kT0 may go at
+  // kT0 + 1 s however many answers came since; were the wait counted from
+  // the latest answer, no call of a bucket shed all along would ever retry.
+  RetryBudget b;
+  first_attempts(b, 1000, kT0);
+  for (int64_t t = kT0; t <= kT0 + 2 * kS; t += 100 * kMs) b.record_dials(40, RetryDials{1, 1.0}, t);
+  EXPECT_EQ(b.may_retry(40, 1, kT0 + kS - 1, kT0), RetryDecision::deny_dials_wait);
+  EXPECT_EQ(b.may_retry(40, 1, kT0 + kS, kT0), RetryDecision::retry);
+  EXPECT_EQ(b.may_retry(40, 1, kT0 + 2 * kS, kT0 + kS), RetryDecision::retry);
+  EXPECT_EQ(b.may_retry(40, 1, kT0 + 2 * kS, kT0 + 1500 * kMs), RetryDecision::deny_dials_wait);
+  // A later answer's longer wait applies, from the call's own failure.
+  b.record_dials(40, RetryDials{1, 5.0}, kT0 + 2 * kS);
+  EXPECT_EQ(b.may_retry(40, 1, kT0 + 3 * kS, kT0 + 1500 * kMs), RetryDecision::deny_dials_wait);
+  EXPECT_EQ(b.may_retry(40, 1, kT0 + 6500 * kMs, kT0 + 1500 * kMs), RetryDecision::retry);
 }
 
 TEST(RetryBudget, DialsAreForgottenAfterTheirTtl) {
@@ -251,7 +273,7 @@ TEST(RetryBudget, HostileDialsAreClamped) {
   first_attempts(b, 1000, kT0);
   b.record_dials(1, RetryDials{1000, 1e12}, kT0);  // capped: 10 retries, an hour's wait, but the TTL is 30 s
   EXPECT_EQ(b.may_retry(1, 11, kT0 + 29 * kS), RetryDecision::deny_dials_count);
-  EXPECT_EQ(b.may_retry(1, 10, kT0 + 29 * kS), RetryDecision::deny_dials_wait);
+  EXPECT_EQ(b.may_retry(1, 10, kT0 + 29 * kS, kT0), RetryDecision::deny_dials_wait);
   EXPECT_EQ(b.may_retry(1, 11, kT0 + 30 * kS), RetryDecision::retry);  // forgotten
   b.record_dials(1, RetryDials{1, kNaN}, std::numeric_limits<int64_t>::max() - 5);  // no overflow
   EXPECT_EQ(b.may_retry(1, 1, std::numeric_limits<int64_t>::max() - 4), RetryDecision::deny_dials_wait);

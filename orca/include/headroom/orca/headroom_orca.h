@@ -450,13 +450,16 @@ HEADROOM_ORCA_API void headroom_retry_budget_destroy(headroom_retry_budget *budg
 HEADROOM_ORCA_API void headroom_retry_budget_first_attempt(headroom_retry_budget *budget, int64_t now_ns);
 
 /*
- * After a failed attempt of a call of `priority` (1..100, clamped):
- * HEADROOM_RETRY or a HEADROOM_RETRY_DENY_* (the rules: the target's
- * report, the dials' count, their wait, the budget). retry_number is 1 for
- * the call's first retry. -EINVAL for a NULL budget: never retry then.
+ * After a failed attempt of a call of `priority` (1..100, clamped): may it
+ * try again at now_ns? HEADROOM_RETRY or a HEADROOM_RETRY_DENY_* (the rules:
+ * the target's report, the dials' count, their wait, the budget).
+ * retry_number is 1 for the call's first retry. failed_at_ns is when the
+ * attempt it follows failed: the dials' wait is counted from there, for
+ * this call (pass now_ns when asking at the failure). -EINVAL for a NULL
+ * budget: never retry then.
  */
 HEADROOM_ORCA_API int headroom_retry_budget_may_retry(headroom_retry_budget *budget, int priority, int retry_number,
-                                                      int64_t now_ns);
+                                                      int64_t now_ns, int64_t failed_at_ns);
 
 /*
  * The dials of a shed answer to a call of `priority`, received at now_ns

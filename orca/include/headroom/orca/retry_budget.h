@@ -100,13 +100,24 @@ class RetryBudget {
   // Every call's first attempt.
   void record_first_attempt(int64_t now_ns) noexcept;
 
-  // After a failed attempt: may the call try again? retry_number is 1 for
-  // the call's first retry (below 1 reads 1). The rules in this order:
-  // report, dials' count, dials' wait, budget; `retry` is counted.
-  RetryDecision may_retry(int priority, int retry_number, int64_t now_ns) noexcept {
-    return may_retry(bucket_of_priority(priority), retry_number, now_ns);
+  // After a failed attempt: may the call try again now? retry_number is 1
+  // for the call's first retry (below 1 reads 1). failed_at_ns is when the
+  // attempt it follows failed (its answer came, or it timed out): the
+  // dials' wait is the call's own, counted from there, so dials that other
+  // calls keep bringing do not push it back (a later one's wait applies,
+  // from this call's failure). A failed_at_ns after now_ns reads now_ns. The
+  // rules in this order: report, dials' count, dials' wait, budget; `retry`
+  // is counted. Without failed_at_ns: the attempt failed just now.
+  RetryDecision may_retry(int priority, int retry_number, int64_t now_ns, int64_t failed_at_ns) noexcept {
+    return may_retry(bucket_of_priority(priority), retry_number, now_ns, failed_at_ns);
   }
-  RetryDecision may_retry(Bucket bucket, int retry_number, int64_t now_ns) noexcept;
+  RetryDecision may_retry(int priority, int retry_number, int64_t now_ns) noexcept {
+    return may_retry(bucket_of_priority(priority), retry_number, now_ns, now_ns);
+  }
+  RetryDecision may_retry(Bucket bucket, int retry_number, int64_t now_ns, int64_t failed_at_ns) noexcept;
+  RetryDecision may_retry(Bucket bucket, int retry_number, int64_t now_ns) noexcept {
+    return may_retry(bucket, retry_number, now_ns, now_ns);
+  }
 
   // The dials of a shed answer for a call of `priority`, received at now_ns
   // (clamped to the caps). Replaces the bucket's earlier dials.
@@ -139,7 +150,7 @@ class RetryBudget {
   // Read on every decision, written only by updates and record_dials.
   std::array<std::atomic<bool>, kBucketCount> shedding_{};
   std::array<std::atomic<int64_t>, kBucketCount> dials_expiry_{};      // forgotten from then on
-  std::array<std::atomic<int64_t>, kBucketCount> dials_wait_until_{};  // received + retry_after
+  std::array<std::atomic<int64_t>, kBucketCount> dials_wait_ns_{};     // retry_after
   std::array<std::atomic<int>, kBucketCount> dials_count_{};           // max_retries
   // The window: a word per slot, its epoch (tagged) << 32 | count.
   alignas(64) std::array<std::atomic<uint64_t>, kMaxRetryBudgetSlots> firsts_{};
