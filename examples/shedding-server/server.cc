@@ -65,6 +65,7 @@
 #include <headroom/orca/priority.h>
 #include <headroom/orca/report_reader.h>
 #include <headroom/orca/result.h>
+#include <headroom/orca/retry.h>
 #include <headroom/orca/shedder.h>
 
 #include "dependency.h"
@@ -380,11 +381,16 @@ class Server {
       const std::optional<Priority> given = r.priority ? parse_priority(*r.priority) : std::nullopt;
       const Priority prio = given.value_or(opt_.default_priority);
       const int b = static_cast<int>(prio.bucket);
-      // The decision: one table lookup and one draw from our own generator.
+      // The decision: one table lookup and one draw from our own generator;
+      // a shed answer says how to retry (shed_answer.h). A bucket's name
+      // stands for its least important level, as orca::parse_priority_value
+      // reads it (the dials are the bucket's either way).
       const double p = opt_.no_shed ? 0.0 : pub_.probability(prio);
-      if (!opt_.no_shed && uniform_(rng_) < p) {  // the answer says how to retry (shed_answer.h)
+      const int level = prio.level > 0 ? prio.level : orca::priority_range(prio.bucket).last;
+      const orca::ShedVerdict verdict = orca::shed_verdict(p, uniform_(rng_), level);
+      if (verdict.drop) {
         ++shed_[b];
-        respond(c, opt_.shed_status, "shed\n", r.keep_alive, head, shed_answer_headers(prio, p));
+        respond(c, opt_.shed_status, "shed\n", r.keep_alive, head, shed_answer_headers(verdict.dials));
         continue;
       }
       const bool dependency = !opt_.dependency.empty() && r.path.starts_with(opt_.dependency_path);
@@ -399,8 +405,6 @@ class Server {
         }
       }
       c.busy = true;
-      // A bucket's name stands for its least important level, as orca::parse_priority_value reads it.
-      const int level = prio.level > 0 ? prio.level : orca::priority_range(prio.bucket).last;
       queue_.push(Job{c.id, b, level, head, r.keep_alive, dependency, dependency ? r.path : std::string()});
     }
   }

@@ -6,10 +6,7 @@
 
 namespace shedding_server {
 
-std::string shed_answer_headers(const Priority& priority, double shed_probability) {
-  // The dials are per bucket, so a bucket's name and its levels get the same.
-  const orca::RetryDials dials = priority.level > 0 ? orca::retry_dials(priority.level, shed_probability)
-                                                    : orca::retry_dials(priority.bucket, shed_probability);
+std::string shed_answer_headers(const orca::RetryDials& dials) {
   std::string h = "x-headroom-shed: 1\r\nRetry-After: ";
   h += std::to_string(orca::retry_after_header_seconds(dials));
   h += "\r\n";

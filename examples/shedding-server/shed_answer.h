@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the shedding server's shed answer says besides its status (server.cc):
 // the retry dials for the request's priority and the probability it was shed
-// with (headroom/orca/retry.h), so that a client backs off as the server asks.
+// with (orca::shed_verdict, headroom/orca/retry.h), so that a client backs
+// off as the server asks.
 #pragma once
 
 #include <string>
 
-#include "options.h"  // Priority
+#include <headroom/orca/retry.h>
+
+#include "options.h"  // orca's namespace alias
 
 namespace shedding_server {
 
@@ -15,6 +18,6 @@ namespace shedding_server {
 //   Retry-After: <whole seconds>
 //   x-headroom-retry: {"maxRetries":N,"retryAfterSeconds":S}
 // The dials header is sent when maxRetries is 0 too: "do not retry" is advice.
-std::string shed_answer_headers(const Priority& priority, double shed_probability);
+std::string shed_answer_headers(const orca::RetryDials& dials);
 
 }  // namespace shedding_server

@@ -183,6 +183,16 @@ RetryDials retry_dials(int priority, double shed_probability, const RetryDialsOp
   return retry_dials(bucket_of_priority(priority), shed_probability, options);
 }
 
+ShedVerdict shed_verdict(double probability, double random01, int priority, const RetryDialsOptions& options) noexcept {
+  if (!(random01 < probability)) return {};  // also NaN: never drops
+  return {true, retry_dials(priority, probability, options)};
+}
+
+ShedVerdict shed_verdict(const Shedder& shedder, double random01, int priority,
+                         const RetryDialsOptions& options) noexcept {
+  return shed_verdict(shedder.probability(priority), random01, priority, options);
+}
+
 RetryDials clamp_retry_dials(const RetryDials& dials) noexcept {
   RetryDials d;
   d.max_retries = dials.max_retries < 0 ? 0 : dials.max_retries > kMaxRetriesCap ? kMaxRetriesCap : dials.max_retries;

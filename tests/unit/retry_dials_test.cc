@@ -112,6 +112,45 @@ TEST(RetryDialsOptions, ErrorsNameTheField) {
 
 // ---------------------------------------------------------------- the wire form
 
+TEST(ShedVerdict, DropsAsTheShedderDoesWithTheDialsOfItsProbability) {
+  struct Row {
+    double p, random01;
+    int priority;
+    bool drop;
+    RetryDials dials;
+  } rows[] = {
+      {0.0, 0.0, 1, false, {0, 0.0}},     // nothing shed
+      {0.5, 0.49, 1, true, {1, 1.25}},     // CRITICAL at 0.5: one retry after 0.5 x 2.5
+      {0.5, 0.5, 1, false, {0, 0.0}},      // random01 not below p
+      {1.0, 0.999, 100, true, {0, 20.0}},  // BULK at 1: no retry, 5 s x 4
+      {0.9, 0.1, 60, true, {1, 7.4}},      // BEST_EFFORT at 0.9
+      {kNaN, 0.0, 1, false, {0, 0.0}},     // NaN never drops
+  };
+  for (const auto& r : rows) {
+    const ShedVerdict v = shed_verdict(r.p, r.random01, r.priority);
+    EXPECT_EQ(v.drop, r.drop) << r.p << " " << r.random01;
+    EXPECT_EQ(v.dials.max_retries, r.dials.max_retries) << r.p;
+    EXPECT_NEAR(v.dials.retry_after_seconds, r.dials.retry_after_seconds, 1e-9) << r.p;
+  }
+  // From a shedder: its probability for the priority, and the same dials.
+  Shedder shedder;
+  Report report;
+  report.set_application_utilization(0.95);
+  shedder.update(report, false);
+  int partly = 0;  // a priority the shedder drops some of at 0.95
+  for (int q = 1; q <= 100 && partly == 0; ++q)
+    if (shedder.probability(q) > 0.0 && shedder.probability(q) < 1.0) partly = q;
+  ASSERT_NE(partly, 0);
+  const double p = shedder.probability(partly);
+  const ShedVerdict v = shed_verdict(shedder, p / 2, partly);
+  EXPECT_TRUE(v.drop);
+  EXPECT_EQ(v.dials.max_retries, retry_dials(partly, p).max_retries);
+  EXPECT_DOUBLE_EQ(v.dials.retry_after_seconds, retry_dials(partly, p).retry_after_seconds);
+  EXPECT_FALSE(shed_verdict(shedder, p, partly).drop);
+  for (const double draw : {0.0, p / 2, p, 0.999})
+    for (const int q : {1, partly, 60, 100}) EXPECT_EQ(shed_verdict(shedder, draw, q).drop, shedder.should_drop(draw, q));
+}
+
 TEST(RetryDialsWire, FormatsTheObject) {
   EXPECT_EQ(format_retry_dials({1, 2.5}), R"({"maxRetries":1,"retryAfterSeconds":2.5})");
   EXPECT_EQ(format_retry_dials({0, 20}), R"({"maxRetries":0,"retryAfterSeconds":20})");

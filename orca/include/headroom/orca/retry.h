@@ -80,6 +80,21 @@ RetryDials retry_dials(Bucket bucket, double shed_probability, const RetryDialsO
 // The same for a numeric priority, 1 (most important) to 100 (clamped).
 RetryDials retry_dials(int priority, double shed_probability, const RetryDialsOptions& options = {}) noexcept;
 
+// A shed decision with what its answer says (item 1 of docs/retries.md's
+// server side): drop when random01 < the probability (NaN never drops, as
+// Shedder::should_drop), and then the dials for that priority at that
+// probability, so that the answer's dials are always those of the
+// probability the request was dropped at.
+struct ShedVerdict {
+  bool drop = false;
+  RetryDials dials;  // retry_dials(priority, probability) when drop; zero otherwise
+};
+ShedVerdict shed_verdict(double probability, double random01, int priority,
+                         const RetryDialsOptions& options = {}) noexcept;
+// The same from a shedder's current probability for the priority.
+ShedVerdict shed_verdict(const Shedder& shedder, double random01, int priority,
+                         const RetryDialsOptions& options = {}) noexcept;
+
 // The dials within the caps: max_retries in 0..kMaxRetriesCap,
 // retry_after_seconds in 0..kMaxRetryAfterSeconds (NaN reads as the cap: the
 // most cautious reading).
