@@ -5,7 +5,6 @@
 // each instance's counts (agent/ctl/buffer_model.h) and the instances
 // section of the outputs (agent/ctl/buffer_render.h).
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -80,36 +79,6 @@ TEST(BufferInstances, ARetryGoesToTheNextInstanceNeverTheSame) {
   EXPECT_EQ(q.pop(0).instance, 1);
   q.push(failed, 30 * kMs);  // one instance: stays on it
   EXPECT_EQ(q.pop(0).instance, 0);
-}
-
-TEST(BufferInstances, TheEngineChecksEveryInstanceAndTheirNumber) {
-  auto valid = [] {
-    lg::Options o;
-    o.target.addr.ss_family = AF_INET;
-    o.target.addr_len = sizeof(sockaddr_in);
-    o.phases = {{std::chrono::milliseconds(0), 10}};
-    o.classes = {{"", 1}};
-    return o;
-  };
-  auto o = valid();
-  o.more_instances.assign(lg::kMaxInstances - 1, o.target);
-  EXPECT_TRUE(lg::plan(o).ok()) << "64 instances";
-  o.more_instances.push_back(o.target);
-  auto r = lg::plan(o);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message, "loadgen: more than 64 instances of the target");
-
-  o = valid();
-  o.more_instances.push_back(o.target);
-  o.more_instances.back().addr_len = 0;
-  r = lg::plan(o);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message, "loadgen: the target address is not an IPv4 or IPv6 socket address");
-  o.more_instances.back() = o.target;
-  o.more_instances.back().path = "/a b";
-  r = lg::plan(o);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message, "loadgen: bad request target '/a b'");
 }
 
 TEST(BufferInstances, EachInstanceCountsTheAttemptsItGot) {

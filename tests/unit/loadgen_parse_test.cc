@@ -9,10 +9,21 @@
 #include <vector>
 
 #include "agent/ctl/loadgen.h"
+#include "agent/ctl/loadgen_plan.h"
 
 namespace {
 
 namespace lg = headroom::ctl::loadgen;
+
+// Options the engine accepts: one IPv4 instance, one empty phase, one class.
+lg::Options valid_options() {
+  lg::Options o;
+  o.target.addr.ss_family = AF_INET;
+  o.target.addr_len = sizeof(sockaddr_in);
+  o.phases = {{std::chrono::milliseconds(0), 10}};
+  o.classes = {{"", 1}};
+  return o;
+}
 
 struct Case {
   const char* name;
@@ -182,16 +193,8 @@ TEST(LoadgenParse, ChunkedSplitAcrossReads) {
 // The engine validates its options before it opens anything: each bad one
 // is an error (code 0, not a system error) that says what is wrong.
 TEST(LoadgenOptions, BadOptionsAreErrors) {
-  auto valid = [] {
-    lg::Options o;
-    o.target.addr.ss_family = AF_INET;
-    o.target.addr_len = sizeof(sockaddr_in);
-    o.phases = {{std::chrono::milliseconds(0), 10}};
-    o.classes = {{"", 1}};
-    return o;
-  };
   {
-    const auto r = lg::run(valid());  // zero requests: returns at once
+    const auto r = lg::run(valid_options());  // zero requests: returns at once
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_TRUE(r->records.empty());
   }
@@ -213,13 +216,36 @@ TEST(LoadgenOptions, BadOptionsAreErrors) {
       {"bad stop_fd", [](lg::Options& o) { o.stop_fd = 1 << 20; }, "loadgen: stop_fd cannot be polled: Bad file descriptor"},
   };
   for (const auto& c : cases) {
-    auto o = valid();
+    auto o = valid_options();
     c.spoil(o);
     const auto r = lg::run(o);
     ASSERT_FALSE(r.ok()) << c.what;
     EXPECT_EQ(r.error().message, c.message) << c.what;
     EXPECT_EQ(r.error().code, 0) << c.what;
   }
+}
+
+// Several instances: at most kMaxInstances, each address and path checked.
+TEST(LoadgenOptions, EveryInstanceAndTheirNumberAreChecked) {
+  auto o = valid_options();
+  o.more_instances.assign(lg::kMaxInstances - 1, o.target);
+  EXPECT_TRUE(lg::plan(o).ok()) << "64 instances";
+  o.more_instances.push_back(o.target);
+  auto r = lg::plan(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "loadgen: more than 64 instances of the target");
+
+  o = valid_options();
+  o.more_instances.push_back(o.target);
+  o.more_instances.back().addr_len = 0;
+  r = lg::plan(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "loadgen: the target address is not an IPv4 or IPv6 socket address");
+  o.more_instances.back() = o.target;
+  o.more_instances.back().path = "/a b";
+  r = lg::plan(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "loadgen: bad request target '/a b'");
 }
 
 }  // namespace
