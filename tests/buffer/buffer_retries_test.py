@@ -50,7 +50,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "oob"))
 import harness  # noqa: E402
 from orca_oob import encode_report  # noqa: E402  (a hand-written OrcaLoadReport codec)
-from harness import Proc, figure, wait_until  # noqa: E402
+from harness import figure, wait_until  # noqa: E402
 
 HEADROOMCTL = TEST_SERVER = SHEDDING_SERVER = ""
 
@@ -141,19 +141,6 @@ class Publisher:
         self.thread.join()
 
 
-def start(case, tmp, name, argv):
-    proc = Proc(name, argv, tmp, case)
-
-    def port():
-        if not proc.alive():
-            raise harness.Fatal(f"{name} exited: " + proc.err())
-        for line in proc.out().splitlines():
-            if line.startswith("port="):
-                return int(line[5:])
-        return None
-    return proc, wait_until(port, 10, f"{name}'s port=N line")
-
-
 RUN = ("--baseline", 50, "--ramp", 1, "--step", "2s", "--settle", "0s", "--timeout", "1s")
 # Instances: 200 requests a second for 3 s, CRITICAL and DEGRADED, whose
 # budget ratios (10 % and 7.5 %) stay above one bad instance in 16.
@@ -169,8 +156,9 @@ class BufferRetriesTest(unittest.TestCase):
         orca = self.orca = os.path.join(self.tmp, "orca")
         os.makedirs(orca, exist_ok=True)
         Publisher(self, orca, "play", 2.0)
-        _, port = start(self, self.tmp, "shedding-server", [SHEDDING_SERVER, "--port", "0", "--orca-dir", orca,
-                                                             "--scope", "endpoint.play", "--cost", "0"])
+        _, port = harness.start_listening(self, self.tmp, "shedding-server",
+                                          [SHEDDING_SERVER, "--port", "0", "--orca-dir", orca,
+                                           "--scope", "endpoint.play", "--cost", "0"])
 
         # The server reads the report on its own thread: wait until it sheds.
         def sheds():
@@ -229,7 +217,8 @@ class BufferRetriesTest(unittest.TestCase):
         self.assertGreater(retries["past_end"], 0)
 
     def test_answers_without_dials_and_the_budget(self):
-        _, port = start(self, self.tmp, "hr-test-server", [TEST_SERVER, "--port", "0", "--status", "/=503"])
+        _, port = harness.start_listening(self, self.tmp, "hr-test-server",
+                                          [TEST_SERVER, "--port", "0", "--status", "/=503"])
         _, doc, err = buffer(f"127.0.0.1:{port}/", *RUN, "--retries", "dials", "--orca-dir", "")
         self.assertIsNotNone(doc, err)
         all_ = doc["retries"]["steps"][0]["all"]
@@ -253,7 +242,7 @@ class BufferRetriesTest(unittest.TestCase):
         targets = []
         for i in range(healthy + bad):
             argv = [TEST_SERVER, "--port", "0"] + (["--status", "/=503"] if i >= healthy else [])
-            _, port = start(self, self.tmp, f"hr-test-server-{i}", argv)
+            _, port = harness.start_listening(self, self.tmp, f"hr-test-server-{i}", argv)
             targets.append(f"127.0.0.1:{port}/")
         return targets
 

@@ -37,22 +37,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "oob"))
 import harness  # noqa: E402
 from orca_oob import encode_report  # noqa: E402  (a hand-written OrcaLoadReport codec)
-from harness import Proc, figure, note, wait_until  # noqa: E402
+from harness import figure, note  # noqa: E402
 
 HEADROOMCTL = TEST_SERVER = ""
 
 
 def start_server(case, tmp, *args, name="hr-test-server"):
-    proc = Proc(name, [TEST_SERVER, "--port", "0", *args], tmp, case)
-
-    def port():
-        if not proc.alive():
-            raise harness.Fatal(f"{name} exited: " + proc.err())
-        for line in proc.out().splitlines():
-            if line.startswith("port="):
-                return int(line[5:])
-        return None
-    return proc, wait_until(port, 10, f"{name}'s port=N line")
+    return harness.start_listening(case, tmp, name, [TEST_SERVER, "--port", "0", *args])
 
 
 def buffer(*args, timeout=120):

@@ -167,18 +167,24 @@ class Proc:
         return self.p.returncode
 
 
+def start_listening(case, tmp, name, argv, timeout=10):
+    """Starts a server that prints "port=N" once it listens: (Proc, N). Fails
+    at once, with its stderr, if it exits first."""
+    proc = Proc(name, argv, tmp, case)
+
+    def port():
+        if not proc.alive():
+            raise Fatal(f"{name} exited: " + proc.err())
+        m = re.search(r"^port=(\d+)$", proc.out(), re.M)
+        return int(m.group(1)) if m else None
+    return proc, wait_until(port, timeout, f"{name}'s port=N line")
+
+
 class TestServer:
     """hr-test-server in HTTP mode on 127.0.0.1, every path delayed by `delay`."""
 
     def __init__(self, case, tmp, delay, name="hr-test-server"):
-        self.proc = Proc(name, [TEST_SERVER, "--port", "0", "--delay", "/=" + delay], tmp, case)
-
-        def port():
-            if not self.proc.alive():
-                raise Fatal("hr-test-server exited: " + self.proc.err())
-            m = re.search(r"^port=(\d+)$", self.proc.out(), re.M)
-            return int(m.group(1)) if m else None
-        self.port = wait_until(port, 10, "hr-test-server's port=N line")
+        self.proc, self.port = start_listening(case, tmp, name, [TEST_SERVER, "--port", "0", "--delay", "/=" + delay])
 
 
 def start_load(case, tmp, port, rate=200, connections=4, duration="60s", name=None):
