@@ -28,11 +28,12 @@ import sys
 import threading
 import time
 import unittest
-import urllib.parse
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import harness  # noqa: E402  (tests/support/harness.py: processes, waits, figures)
 from harness import (Fatal, Proc, TestServer, figure, free_port, note, rss_kib, tail,  # noqa: E402
                      toml_string, wait_until)
+import prometheus_server  # noqa: E402  (tests/support/prometheus_server.py: the real Prometheus, its API)
+from prometheus_server import http_get  # noqa: E402
 
 SOURCE_DIR = BUILD_DIR = ""
 HEADROOMD = HEADROOMCTL = TEST_SERVER = TEST_LOAD = ""
@@ -57,17 +58,6 @@ def documented_metrics():
         text = f.read()
     return {m.group(1): m.group(2) for m in
             re.finditer(r"^\| `(headroom_[a-z_]+)` \| (gauge|counter|histogram|summary) \|", text, re.M)}
-
-
-def http_get(host, port, path="/metrics", timeout=5.0):
-    """(status, body) of one GET over a fresh connection; no proxy."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
-    try:
-        conn.request("GET", path)
-        r = conn.getresponse()
-        return r.status, r.read().decode("utf-8", "replace")
-    finally:
-        conn.close()
 
 
 # ---------------------------------------------------------------------------
@@ -324,55 +314,6 @@ class OrcaMonitor(threading.Thread):
         return max_gap, max_rss
 
 
-class Prometheus:
-    """The Prometheus server, scraping headroomd every second as job "headroom"."""
-
-    def __init__(self, case, tmp, target_port):
-        self.port = free_port()
-        config = os.path.join(tmp, "prometheus.yml")
-        with open(config, "w") as f:
-            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
-                    "scrape_configs:\n  - job_name: headroom\n    static_configs:\n"
-                    f"      - targets: ['127.0.0.1:{target_port}']\n")
-        tsdb = os.path.join(tmp, "tsdb")
-        os.makedirs(tsdb)
-        self.proc = Proc("prometheus", [PROMETHEUS, "--config.file=" + config, "--storage.tsdb.path=" + tsdb,
-                                        f"--web.listen-address=127.0.0.1:{self.port}"], tmp, case)
-
-    def wait_ready(self, timeout=30):
-        def ready():
-            if not self.proc.alive():
-                raise Fatal("prometheus exited: " + tail(self.proc.err()))
-            return http_get("127.0.0.1", self.port, "/-/ready", 2)[0] == 200
-        wait_until(ready, timeout, "Prometheus to be ready")
-
-    def api(self, endpoint, **params):
-        status, body = http_get("127.0.0.1", self.port, f"/api/v1/{endpoint}?" + urllib.parse.urlencode(params), 10)
-        j = json.loads(body)
-        if status != 200 or j.get("status") != "success":
-            raise AssertionError(f"Prometheus {endpoint} {params}: {status} {body[:500]}")
-        return j["data"]
-
-    def query(self, expr):
-        return self.api("query", query=expr, time=f"{time.time():.3f}")["result"]
-
-    def scalar(self, expr):
-        """The value of the one series an instant query returns."""
-        result = self.query(expr)
-        if len(result) != 1:
-            raise AssertionError(f"{expr}: {len(result)} series, expected 1: {result}")
-        return float(result[0]["value"][1])
-
-    def matrix(self, expr):
-        """A range selector's raw samples: [(labels, [(t, v)])]."""
-        return [(r["metric"], [(float(t), float(v)) for t, v in r["values"]]) for r in self.query(expr)]
-
-    def range(self, expr, seconds=10, step=1):
-        end = time.time()
-        data = self.api("query_range", query=expr, start=f"{end - seconds:.3f}", end=f"{end:.3f}", step=str(step))
-        return [(r["metric"], [(float(t), float(v)) for t, v in r["values"]]) for r in data["result"]]
-
-
 def listening_inode(port):
     """The inode of the socket listening on `port` (this network namespace)."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -453,7 +394,7 @@ class PrometheusTest(unittest.TestCase):
         monitor = OrcaMonitor(agent, ctl_every=0.02, extra=["endpoint.web.orca"])
         monitor.start()
         self.addCleanup(monitor.stop)
-        prom = Prometheus(self, self.tmp, agent.port)
+        prom = prometheus_server.Prometheus(self, self.tmp, PROMETHEUS, agent.port)
         prom.wait_ready()
         web = '{job="headroom",endpoint_instance="",endpoint="web"}'
         h = "headroom_endpoint_request_duration_seconds"
