@@ -100,8 +100,9 @@ Suggestion too_late(const SpikeFacts& f, const std::vector<StepWindow>& w, std::
   Suggestion s{Cause::too_late, "", std::nullopt, std::nullopt, std::nullopt, ""};
   const int64_t until = f.first_rejection_s ? w[spike].begin_ns + static_cast<int64_t>(*f.first_rejection_s * 1e9)
                                             : w[spike].end_ns;
+  const auto entries = judged_entries(f);
   const ShedEntry* chosen = nullptr;
-  for (const auto& e : judged_entries(f)) {
+  for (const auto& e : entries) {
     auto v = max_reading(f.readings, e.signal, w[spike].begin_ns, std::max(until, w[spike].begin_ns + 1));
     if (v && (!s.value || *v > *s.value)) {
       s.value = v;
@@ -134,8 +135,9 @@ Suggestion too_late(const SpikeFacts& f, const std::vector<StepWindow>& w, std::
 Suggestion too_early(const SpikeFacts& f, const std::vector<StepWindow>& w, std::size_t base) {
   Suggestion s{Cause::too_early, "", std::nullopt, std::nullopt, std::nullopt, ""};
   double worst = -1;
+  const auto entries = judged_entries(f);
   const ShedEntry* chosen = nullptr;
-  for (const auto& e : judged_entries(f)) {
+  for (const auto& e : entries) {
     auto v = max_reading(f.readings, e.signal, w[base].measured_ns, w[base].end_ns);
     if (v && *v / std::max(e.thresholds.shed_start, 1e-9) > worst) {
       worst = *v / std::max(e.thresholds.shed_start, 1e-9);

@@ -127,7 +127,8 @@ Checked<t::Limits> limits_of(const TuneOptions& o, const std::vector<b::MixEntry
   return l;
 }
 
-Checked<Prepared> prepare(const TuneOptions& o) {
+// `search`: the endpoint must have [[endpoint.shed]] entries to move.
+Checked<Prepared> prepare(const TuneOptions& o, bool search) {
   Prepared p;
   std::ifstream in(o.file, std::ios::binary);
   if (!in) return Exit{kExitUsage, o.file + ": cannot read: " + std::strerror(errno)};
@@ -137,6 +138,10 @@ Checked<Prepared> prepare(const TuneOptions& o) {
   auto endpoint = t::endpoint_of(p.text, o.file, o.endpoint);
   if (!endpoint) return Exit{kExitUsage, endpoint.error().message};
   p.endpoint = std::move(*endpoint);
+  if (search && p.endpoint.shed.empty())
+    return Exit{kExitUsage, o.file + ": [[endpoint]] " + o.endpoint +
+                                " has no [[endpoint.shed]]: search moves its thresholds; add them (headroomctl tune "
+                                "recommend writes them)"};
   auto local = b::target_is_local(o.target);
   if (!local) return Exit{kExitUsage, "--target: " + local.error().message};
   if (!*local && !o.allow_remote)
@@ -245,7 +250,7 @@ void announce(const char* command, const Prepared& p) {
 
 int run_validate(const TuneOptions& o) {
   hold_stop_signals();
-  auto prepared = prepare(o);
+  auto prepared = prepare(o, false);
   if (!prepared) return report_exit("validate", prepared.error());
   const Prepared& p = *prepared;
   std::optional<t::CanaryConfig> canary;
@@ -341,13 +346,9 @@ Checked<SearchOutcome> search_loop(const TuneOptions& o, const Prepared& p, t::C
 int run_search(const TuneOptions& o) {
   hold_stop_signals();
   if (o.no_apply) return report_exit("search", {kExitUsage, "--no-apply: search applies each position's file; use validate"});
-  auto prepared = prepare(o);
+  auto prepared = prepare(o, true);
   if (!prepared) return report_exit("search", prepared.error());
   const Prepared& p = *prepared;
-  if (p.endpoint.shed.empty())
-    return report_exit("search", {kExitUsage, o.file + ": [[endpoint]] " + o.endpoint +
-                                                  " has no [[endpoint.shed]]: search moves its thresholds; add them "
-                                                  "(headroomctl tune recommend writes them)"});
   auto opened = open_canary(o);
   if (!opened) return report_exit("search", opened.error());
   t::CanaryConfig canary = std::move(*opened);
