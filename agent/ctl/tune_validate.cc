@@ -252,9 +252,11 @@ std::vector<ShedEntry> scale_shed(const std::vector<ShedEntry>& file, const std:
     ShedEntry n = e;
     n.thresholds.shed_start = a + s * (e.thresholds.shed_start - a);
     n.thresholds.critical_start = a + s * (e.thresholds.critical_start - a);
-    // Clamped valid: critical below all_shed, start below critical.
-    n.thresholds.critical_start = std::min(n.thresholds.critical_start, a + 0.99 * (e.thresholds.all_shed - a));
-    n.thresholds.shed_start = std::clamp(n.thresholds.shed_start, 0.0, n.thresholds.critical_start * 0.99);
+    // Clamped valid: critical below all_shed, start below critical (s = 1 is the file as it is).
+    if (n.thresholds.critical_start >= e.thresholds.all_shed)
+      n.thresholds.critical_start = a + 0.99 * (e.thresholds.all_shed - a);
+    if (n.thresholds.shed_start >= n.thresholds.critical_start) n.thresholds.shed_start = 0.99 * n.thresholds.critical_start;
+    n.thresholds.shed_start = std::max(n.thresholds.shed_start, 0.0);
     out.push_back(n);
   }
   return out;
