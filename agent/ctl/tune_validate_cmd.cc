@@ -149,16 +149,27 @@ Checked<Prepared> prepare(const TuneOptions& o, bool search) {
                                       " is not on this machine: validate applies FILE to the canary here (or pass "
                                       "--allow-remote and --no-apply when the target already runs FILE)"};
   p.run = run_options(o, p.endpoint);
-  auto plan = b::plan_of(p.run);
-  if (!plan) {
-    const bool environment = plan.error().message.starts_with("--baseline report");
-    return Exit{environment ? kExitUnavailable : kExitUsage, plan.error().message};
-  }
+  // Every flag checked now; --baseline report is read once FILE is applied
+  // (the endpoint may be new to the canary): plan_with_baseline().
+  b::RunOptions checked = p.run;
+  if (checked.baseline == "report") checked.baseline = "1";
+  auto plan = b::plan_of(checked);
+  if (!plan) return Exit{kExitUsage, plan.error().message};
   p.plan = std::move(*plan);
   auto limits = limits_of(o, p.plan.mix);
   if (!limits) return std::move(limits).error();
   p.limits = *limits;
   return p;
+}
+
+// The plan at the real baseline: --baseline report reads the endpoint's
+// report (FILE applied), which may be missing or stale (exit 69).
+Checked<bool> plan_with_baseline(Prepared& p) {
+  if (p.run.baseline != "report") return true;
+  auto plan = b::plan_of(p.run);
+  if (!plan) return Exit{kExitUnavailable, plan.error().message};
+  p.plan = std::move(*plan);
+  return true;
 }
 
 // The canary made to run `content`: headroomd's configuration replaced, SIGHUP,
@@ -252,7 +263,7 @@ int run_validate(const TuneOptions& o) {
   hold_stop_signals();
   auto prepared = prepare(o, false);
   if (!prepared) return report_exit("validate", prepared.error());
-  const Prepared& p = *prepared;
+  Prepared& p = *prepared;
   std::optional<t::CanaryConfig> canary;
   if (!o.no_apply) {
     auto opened = open_canary(o);
@@ -265,6 +276,7 @@ int run_validate(const TuneOptions& o) {
     if (o.keep) canary->keep();
   }
   if (interrupt_pending()) return kExitInterrupted;  // the canary's destructor puts the original back
+  if (auto planned = plan_with_baseline(p); !planned) return report_exit("validate", planned.error());
   announce("validate", p);
   auto spike = run_spike(o, p, p.endpoint.shed, 1);
   if (!spike) return report_exit("validate", spike.error());
@@ -310,7 +322,7 @@ struct SearchOutcome {
   std::string why;
   int interrupted_or_unavailable = 0;
 };
-Checked<SearchOutcome> search_loop(const TuneOptions& o, const Prepared& p, t::CanaryConfig& canary) {
+Checked<SearchOutcome> search_loop(const TuneOptions& o, Prepared& p, t::CanaryConfig& canary) {
   SearchOutcome out;
   std::map<std::string, double> levels;
   double s_max = t::max_position(p.endpoint.shed, levels);
@@ -325,6 +337,10 @@ Checked<SearchOutcome> search_loop(const TuneOptions& o, const Prepared& p, t::C
     if (interrupt_pending()) {
       out.interrupted_or_unavailable = kExitInterrupted;
       break;
+    }
+    if (out.runs.empty()) {  // the baseline, once, for every run
+      if (auto planned = plan_with_baseline(p); !planned) return std::move(planned).error();
+      announce("search", p);
     }
     std::fprintf(stderr, "headroomctl tune search: run %zu at s = %.3g: %s\n", out.runs.size() + 1, *next.s, next.why.c_str());
     auto spike = run_spike(o, p, shed, *next.s);
@@ -348,11 +364,10 @@ int run_search(const TuneOptions& o) {
   if (o.no_apply) return report_exit("search", {kExitUsage, "--no-apply: search applies each position's file; use validate"});
   auto prepared = prepare(o, true);
   if (!prepared) return report_exit("search", prepared.error());
-  const Prepared& p = *prepared;
+  Prepared& p = *prepared;
   auto opened = open_canary(o);
   if (!opened) return report_exit("search", opened.error());
   t::CanaryConfig canary = std::move(*opened);
-  announce("search", p);
   auto outcome = search_loop(o, p, canary);
   if (o.keep) canary.keep();
   if (auto r = canary.restore(); !r) std::fprintf(stderr, "headroomctl tune search: %s\n", r.error().message.c_str());

@@ -2,6 +2,9 @@
 // headroomctl tune validate and search before anything is applied or sent:
 // the built binary run on bad flags and bad files, its exit status and the
 // message that says what to fix. No load is sent and no process signalled.
+#include <signal.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -86,6 +89,8 @@ TEST_F(TuneCli, BadInputExitsWithItsCodeAndSaysWhatToFix) {
        with({"validate", good},
             with(local, {"--baseline", "100", "--headroomd-pid", "999999", "--headroomd-config", config})),
        69, "absent-headroom.toml"},
+      {"--no-apply and no report to take the baseline from",
+       with({"validate", good}, with(local, {"--no-apply", "--orca-dir", dir_.path()})), 69, "--baseline report"},
       {"search needs --out", with({"search", good}, local), 64, "--out is required"},
       {"search needs shed entries", with({"search", noshed}, with(local, {"--out", dir_ / "best.toml"})), 64,
        "has no [[endpoint.shed]]"},
@@ -100,6 +105,23 @@ TEST_F(TuneCli, BadInputExitsWithItsCodeAndSaysWhatToFix) {
     EXPECT_EQ(r.code, c.code) << r.err;
     EXPECT_NE(r.err.find(c.err), std::string::npos) << r.err;
   }
+}
+
+// headroomd that never takes the file (this test process, ignoring SIGHUP,
+// and no report): exit 69 before any load, and the original back in place.
+TEST_F(TuneCli, AFileHeadroomdDoesNotTakeIsPutBackBeforeAnyLoad) {
+  const std::string good = dir_.write("good.toml", kGood);
+  const std::string config = dir_.write("headroom.toml", "# the canary's own configuration\n");
+  struct sigaction ignore {}, old{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGHUP, &ignore, &old), 0);
+  const auto r = ctl({"tune", "validate", good, "--target", "127.0.0.1:9/play", "--endpoint", "play", "--baseline", "100",
+                      "--headroomd-pid", std::to_string(::getpid()), "--headroomd-config", config, "--orca-dir", dir_.path()});
+  ::sigaction(SIGHUP, &old, nullptr);
+  EXPECT_EQ(r.code, 69) << r.err;
+  EXPECT_NE(r.err.find("headroomd did not take the file"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("will send"), std::string::npos) << r.err;
+  EXPECT_EQ(testing::read_file(config), "# the canary's own configuration\n");
 }
 
 }  // namespace
