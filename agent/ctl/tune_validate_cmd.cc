@@ -307,8 +307,10 @@ std::map<std::string, double> baseline_levels(const Spike& first, const Prepared
 }
 
 std::string search_command(const TuneOptions& o) {
+  char spike[32];
+  std::snprintf(spike, sizeof spike, "%g", o.spike);
   std::string c = "headroomctl tune search " + o.file + " --target " + o.target + " --endpoint " + o.endpoint +
-                  " --baseline " + o.baseline + " --spike " + std::to_string(o.spike) + " --before " + o.before +
+                  " --baseline " + o.baseline + " --spike " + spike + " --before " + o.before +
                   " --spike-for " + o.spike_for + " --after " + o.after + " --mix " + o.mix + " --max-spikes " +
                   std::to_string(o.max_spikes) + " --out " + o.out;
   for (const auto& e : o.expect_served) c += " --expect-served " + e;
