@@ -19,5 +19,11 @@ std::pair<CLI::App*, Runner> add_header_command(CLI::App& app);
 std::pair<CLI::App*, Runner> add_oob_command(CLI::App& app);
 // headroomctl buffer TARGET --baseline RPS [--ramp M,...|--spike N] [--mix ...] [--expect-...] [--json] [--svg F]
 std::pair<CLI::App*, Runner> add_buffer_command(CLI::App& app);
+// headroomctl tune SUBCOMMAND: generated configurations (docs/tuning.md); adds the subcommands below
+std::pair<CLI::App*, Runner> add_tune_command(CLI::App& app);
+// headroomctl tune validate FILE --target T --endpoint NAME [--baseline RPS|report] [--spike N] [--no-apply] [--keep] [--json]
+std::pair<CLI::App*, Runner> add_tune_validate_command(CLI::App& tune);
+// headroomctl tune search FILE --target T --endpoint NAME --out BEST [--max-spikes N] (validate's flags)
+std::pair<CLI::App*, Runner> add_tune_search_command(CLI::App& tune);
 
 }  // namespace headroom::ctl

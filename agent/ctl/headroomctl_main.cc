@@ -333,6 +333,7 @@ int main(int argc, char** argv) {
   auto [header, run_header] = headroom::ctl::add_header_command(app);
   auto [oob, run_oob] = headroom::ctl::add_oob_command(app);
   auto [buffer, run_buffer] = headroom::ctl::add_buffer_command(app);
+  auto [tune, run_tune] = headroom::ctl::add_tune_command(app);
 
   try {
     app.parse(argc, argv);
@@ -348,5 +349,6 @@ int main(int argc, char** argv) {
   if (header->parsed()) return run_header();
   if (oob->parsed()) return run_oob();
   if (buffer->parsed()) return run_buffer();
+  if (tune->parsed()) return run_tune();
   return kExitUsage;  // unreachable: require_subcommand(1)
 }
