@@ -20,4 +20,9 @@ std::pair<CLI::App*, Runner> add_oob_command(CLI::App& app);
 // headroomctl buffer TARGET --baseline RPS [--ramp M,...|--spike N] [--mix ...] [--expect-...] [--json] [--svg F]
 std::pair<CLI::App*, Runner> add_buffer_command(CLI::App& app);
 
+// headroomctl tune recommend [--prometheus URL [--since 7d] [--step D] | --metrics URL] [--config F]
+//   [--endpoint NAME]... [--autoscale-cpu 0.5] [--target-quantile 0.9] [--max-quantile 0.99]
+//   [--peak-share 0.8] [--min-samples 1000] [--out FILE] [--json]; added under `tune`.
+std::pair<CLI::App*, Runner> add_tune_recommend_command(CLI::App& tune);
+
 }  // namespace headroom::ctl

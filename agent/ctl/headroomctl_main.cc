@@ -277,7 +277,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Exit status: 0 success, 1 a report file cannot be read or parsed (buffer: the verdict\n"
-      "failed), 64 usage error, 78 invalid configuration (check-config), 130 buffer interrupted.");
+      "failed), 64 usage error, 69 a service to read is unavailable (tune: Prometheus, /metrics),\n"
+      "78 invalid configuration (check-config), 130 buffer interrupted.");
 
   std::string cat_file;
   bool cat_json = false, cat_instances = false;
@@ -333,6 +334,9 @@ int main(int argc, char** argv) {
   auto [header, run_header] = headroom::ctl::add_header_command(app);
   auto [oob, run_oob] = headroom::ctl::add_oob_command(app);
   auto [buffer, run_buffer] = headroom::ctl::add_buffer_command(app);
+  auto* tune = app.add_subcommand("tune", "Generate and prove shedding configurations from what headroom observed");
+  tune->require_subcommand(1);
+  auto [tune_recommend, run_tune_recommend] = headroom::ctl::add_tune_recommend_command(*tune);
 
   try {
     app.parse(argc, argv);
@@ -348,5 +352,6 @@ int main(int argc, char** argv) {
   if (header->parsed()) return run_header();
   if (oob->parsed()) return run_oob();
   if (buffer->parsed()) return run_buffer();
+  if (tune_recommend->parsed()) return run_tune_recommend();
   return kExitUsage;  // unreachable: require_subcommand(1)
 }
