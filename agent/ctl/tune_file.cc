@@ -84,13 +84,12 @@ Error at(const std::string& file, const toml::source_region& where, std::string 
   return e;
 }
 
-// Each [[endpoint.shed]] of `root` as the shedder reads it; the tables are
-// then taken out of `root`.
-Result<void> check_and_remove_shed(toml::table& root, const std::string& name) {
+// Each [[endpoint.shed]] of `root` as the shedder reads it.
+Result<void> check_shed(const toml::table& root, const std::string& name) {
   auto* endpoints = root["endpoint"].as_array();
   if (endpoints == nullptr) return {};
   for (std::size_t i = 0; i < endpoints->size(); ++i) {
-    auto* e = endpoints->get(i)->as_table();
+    const auto* e = endpoints->get(i)->as_table();
     if (e == nullptr || !e->contains("shed")) continue;
     const std::string key = "endpoint[" + std::to_string(i) + "].shed";
     const auto* shed = e->get("shed")->as_array();
@@ -113,9 +112,29 @@ Result<void> check_and_remove_shed(toml::table& root, const std::string& name) {
       th.all_shed = (*t)["all_shed"].value<double>().value_or(th.all_shed);
       if (auto v = orca::validate_thresholds(th); !v) return at(name, t->source(), k, v.error().message);
     }
-    e->erase("shed");
   }
   return {};
+}
+
+// The text with each [[endpoint.shed]] table's lines made comments, so
+// that a reader without that section reports the file's own lines.
+std::string without_shed_tables(std::string_view text) {
+  std::string out;
+  bool in_shed = false;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl == std::string_view::npos ? text.size() : nl + 1);
+    text.remove_prefix(line.size());
+    std::string_view trimmed = line.substr(std::min(line.find_first_not_of(" \t"), line.size()));
+    if (trimmed.starts_with("[")) {
+      std::string header(trimmed.substr(0, trimmed.find(']') == std::string_view::npos ? 0 : trimmed.find(']') + 2));
+      std::erase(header, ' ');
+      in_shed = header == "[[endpoint.shed]]";
+    }
+    if (in_shed) out += "# ";
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace
@@ -135,6 +154,7 @@ std::string header(const std::vector<Recommendation>& recs, const Provenance& p)
   out << "#   " << p.command_line << "\n";
   out << "# From:\n";
   for (const auto& line : p.source) out << "#   " << line << "\n";
+  out << "# Rewritten from " << p.input << " (toml++ keeps no comments: the input's are not here).\n";
   out << "# The rules (peak steps, quantiles, thresholds from each signal's expected level L:\n"
       << "# shed from L + 0.2 (1 - L), CRITICAL from L + 0.6 (1 - L)) are in docs/tuning.md.\n";
   out << "#\n";
@@ -174,11 +194,10 @@ Result<void> check_tuned_file(std::string_view text, const std::string& name) {
   } catch (const toml::parse_error& e) {
     return at(name, e.source(), "", "TOML syntax error: " + std::string(e.description()));
   }
-  if (auto r = check_and_remove_shed(root, name); !r) return r;
-  // The rest as headroomd reads it (its reader checks [[endpoint.shed]]
-  // apart, above, as the shedder does).
-  if (auto c = agent::parse_config(serialize(root), name + " (without its [[endpoint.shed]])"); !c)
-    return std::move(c).error();
+  if (auto r = check_shed(root, name); !r) return r;
+  // The rest as headroomd reads it, [[endpoint.shed]] checked above as the
+  // shedder reads it.
+  if (auto c = agent::parse_config(without_shed_tables(text), name); !c) return std::move(c).error();
   return {};
 }
 

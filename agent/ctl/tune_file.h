@@ -21,6 +21,7 @@ struct Provenance {
   // Where the history came from, one line each:
   // "Prometheus http://prom:9090, 2026-11-29 17:40 to 2026-12-06 17:40 UTC (7d), 300 s steps".
   std::vector<std::string> source;
+  std::string input;         // the --config file rewritten
   bool cumulative = false;  // from /metrics: "now" instead of a range over the peak steps
   Options options;
 };

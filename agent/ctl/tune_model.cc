@@ -135,7 +135,8 @@ std::optional<double> window_quantile_at(const EndpointHistory& h, double q, con
   std::vector<Weighted> values;
   for (std::size_t i : peaks) {
     if (i >= series->size()) continue;
-    const double w = i < h.window_requests.size() ? h.window_requests[i] : std::nan("");
+    // Without the window requests (an older headroomd), each step counts once.
+    const double w = h.window_requests.empty() ? 1.0 : i < h.window_requests.size() ? h.window_requests[i] : std::nan("");
     values.push_back({(*series)[i], w});
   }
   return weighted_mean(values);
@@ -173,12 +174,15 @@ void set_level(SignalPlan& p, double level, std::string from) {
 
 // A latency share's level: 1 - q (the share over a target set at the
 // q-quantile), or what was observed when that is higher.
-void latency_level(SignalPlan& p, double q, const char* quantile_flag) {
+void latency_level(SignalPlan& p, double q, const char* which) {
   const double from_q = 1 - q;
-  if (p.p99 && *p.p99 > from_q)
+  if (p.p99 && *p.p99 > from_q) {
     set_level(p, *p.p99, "its p99 at peak");
-  else
-    set_level(p, from_q, std::string("1 - ") + quantile_flag);
+  } else {
+    char text[64];
+    std::snprintf(text, sizeof text, "1 - %s quantile %g", which, q);
+    set_level(p, from_q, text);
+  }
 }
 
 }  // namespace
@@ -238,10 +242,10 @@ Recommendation recommend(const EndpointHistory& h, const std::vector<double>& no
     return it == h.signals.end() ? std::vector<double>{} : at(it->second, peaks);
   };
   SignalPlan slo_target = plan(kShedSloTarget, signal_at(kShedSloTarget));
-  latency_level(slo_target, o.target_quantile, "--target-quantile");
+  latency_level(slo_target, o.target_quantile, "target");
   r.signals.push_back(std::move(slo_target));
   SignalPlan slo_max = plan(kShedSloMax, signal_at(kShedSloMax));
-  latency_level(slo_max, o.max_quantile, "--max-quantile");
+  latency_level(slo_max, o.max_quantile, "max");
   r.signals.push_back(std::move(slo_max));
   if (max_concurrency) {
     SignalPlan c = plan(kShedConcurrency, signal_at(kShedConcurrency));

@@ -316,6 +316,7 @@ int run_recommend(const RecommendOptions& o) {
   p.command_line = command_line();
   p.made_unix = static_cast<int64_t>(std::time(nullptr));
   p.source = fetched->source;
+  p.input = o.config;
   p.cumulative = o.prometheus.empty();
   p.options = o.model;
 

@@ -191,7 +191,12 @@ void assemble_quantiles(const PrometheusAnswers& a, int64_t start, std::chrono::
   for (const Series& s : a.window_requests) {
     auto& w = weights[source_key(s.labels, {"__name__"})];
     w.assign(steps, kNaN);
-    for_each_step(s, start, step, steps, [&](std::size_t i, double v) { w[i] = v; });
+    EndpointHistory& h = out.endpoints[label_of(s.labels, "endpoint")];
+    h.window_requests.resize(steps, kNaN);
+    for_each_step(s, start, step, steps, [&](std::size_t i, double v) {
+      w[i] = v;
+      add_nan_aware(h.window_requests[i], v);
+    });
   }
   // Per endpoint and quantile: sum(value x weight) and sum(weight) per step.
   std::map<std::pair<std::string, double>, std::pair<std::vector<double>, std::vector<double>>> sums;
@@ -214,12 +219,8 @@ void assemble_quantiles(const PrometheusAnswers& a, int64_t start, std::chrono::
     EndpointHistory& h = out.endpoints[key.first];
     std::vector<double>& series = h.window_quantiles[key.second];
     series.assign(steps, kNaN);
-    h.window_requests.assign(steps, kNaN);
-    for (std::size_t i = 0; i < steps; ++i) {
-      if (!(sw.second[i] > 0)) continue;
-      series[i] = sw.first[i] / sw.second[i];
-      h.window_requests[i] = sw.second[i];
-    }
+    for (std::size_t i = 0; i < steps; ++i)
+      if (sw.second[i] > 0) series[i] = sw.first[i] / sw.second[i];
   }
 }
 
