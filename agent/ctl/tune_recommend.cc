@@ -349,7 +349,8 @@ std::pair<CLI::App*, Runner> add_tune_recommend_command(CLI::App& tune) {
       "shedding from L + 0.2 (1 - L), CRITICAL from L + 0.6 (1 - L). docs/tuning.md.\n"
       "Prints a table (or --json) and the file; --out writes the file (atomically) instead.\n"
       "Exit status: 0 done (endpoints without enough history are noted and kept), 64 usage or\n"
-      "bad --config, 69 Prometheus or /metrics unreachable or refusing, 73 --out not written.");
+      "bad --config, 69 Prometheus or /metrics unreachable or refusing, 70 the file made does\n"
+      "not read back (nothing written), 73 --out not written.");
   c->add_option("--prometheus", o->prometheus, "Prometheus' base URL, e.g. http://127.0.0.1:9090");
   c->add_option("--metrics", o->metrics, "headroomd's /metrics URL, e.g. http://127.0.0.1:9464/metrics");
   c->add_option("--since", o->since, "With --prometheus: how far back, e.g. 7d, 12h")->capture_default_str();
