@@ -174,10 +174,10 @@ void set_level(SignalPlan& p, double level, std::string from) {
 
 // A latency share's level: 1 - q (the share over a target set at the
 // q-quantile), or what was observed when that is higher.
-void latency_level(SignalPlan& p, double q, const char* which) {
+void latency_level(SignalPlan& p, double q, const char* which, bool cumulative) {
   const double from_q = 1 - q;
   if (p.p99 && *p.p99 > from_q) {
-    set_level(p, *p.p99, "its p99 at peak");
+    set_level(p, *p.p99, cumulative ? "its value now" : "its p99 at peak");
   } else {
     char text[64];
     std::snprintf(text, sizeof text, "1 - %s quantile %g", which, q);
@@ -242,15 +242,15 @@ Recommendation recommend(const EndpointHistory& h, const std::vector<double>& no
     return it == h.signals.end() ? std::vector<double>{} : at(it->second, peaks);
   };
   SignalPlan slo_target = plan(kShedSloTarget, signal_at(kShedSloTarget));
-  latency_level(slo_target, o.target_quantile, "target");
+  latency_level(slo_target, o.target_quantile, "target", h.cumulative);
   r.signals.push_back(std::move(slo_target));
   SignalPlan slo_max = plan(kShedSloMax, signal_at(kShedSloMax));
-  latency_level(slo_max, o.max_quantile, "max");
+  latency_level(slo_max, o.max_quantile, "max", h.cumulative);
   r.signals.push_back(std::move(slo_max));
   if (max_concurrency) {
     SignalPlan c = plan(kShedConcurrency, signal_at(kShedConcurrency));
     if (c.p99)
-      set_level(c, *c.p99, "its p99 at peak");
+      set_level(c, *c.p99, h.cumulative ? "its value now" : "its p99 at peak");
     else
       set_level(c, 0.5, "0.5 (never observed)");
     r.signals.push_back(std::move(c));

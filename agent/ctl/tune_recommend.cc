@@ -176,7 +176,7 @@ Result<Fetched, Failure> fetch_prometheus(const RecommendOptions& o, const std::
 Result<Fetched, Failure> fetch_metrics(const RecommendOptions& o) {
   auto got = http_get(o.metrics);
   if (!got)
-    return Failure{kExitUnavailable, "cannot read headroomd's metrics: " + got.error().message +
+    return Failure{kExitUnavailable, "cannot read headroomd's metrics at " + o.metrics + ": " + got.error().message +
                                          "; check --metrics (headroomd's [prometheus] listen address and /metrics)"};
   if (got->status != 200)
     return Failure{kExitUnavailable, "GET " + o.metrics + " answered HTTP " + std::to_string(got->status) +

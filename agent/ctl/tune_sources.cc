@@ -58,8 +58,7 @@ Result<HttpResponse> http_get(const std::string& url) {
   const CURLcode rc = curl_easy_perform(curl);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out.status);
   curl_easy_cleanup(curl);
-  if (rc != CURLE_OK)
-    return logic_error("GET " + url + ": " + (reason[0] != '\0' ? std::string(reason) : curl_easy_strerror(rc)));
+  if (rc != CURLE_OK) return logic_error(reason[0] != '\0' ? std::string(reason) : curl_easy_strerror(rc));
   return out;
 }
 

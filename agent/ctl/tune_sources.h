@@ -24,8 +24,9 @@ struct HttpResponse {
   long status = 0;
   std::string body;
 };
-// One GET with libcurl, at most kHttpTimeout. The error names the URL and
-// curl's reason ("Couldn't connect to server"); an HTTP status is not an error.
+// One GET with libcurl, at most kHttpTimeout. The error is curl's reason
+// ("Failed to connect to 127.0.0.1 port 1 ..."), for the caller to say which
+// URL and flag it concerns; an HTTP status is not an error.
 Result<HttpResponse> http_get(const std::string& url);
 
 using Labels = std::map<std::string, std::string>;

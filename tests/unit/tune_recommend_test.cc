@@ -282,6 +282,44 @@ TEST(TuneRecommend, FromPrometheusTheWindowPercentilesAtPeakWeightedByTheirReque
   }
 }
 
+// An older headroomd without the window percentiles: a second query for the
+// histogram of the endpoints without them, its increase at peak interpolated.
+TEST(TuneRecommend, FromPrometheusTheHistogramWhenThereAreNoWindowPercentiles) {
+  testing::TempDir dir;
+  const std::string config = dir.write("headroom.toml", kConfig);
+  CannedHttp http([](const std::string& path) -> std::pair<int, std::string> {
+    const auto peak = [](int i) { return i >= 30 && i <= 32; };
+    if (path.find("headroom_endpoint_latency_seconds") != std::string::npos ||
+        path.find("headroom_endpoint_window_requests") != std::string::npos)
+      return {200, matrix({})};
+    if (path.find("headroom_endpoint_request_duration_seconds_bucket") != std::string::npos) {
+      // Per peak step a third of the known histogram's 10 000 requests, elsewhere 1 under 5 ms.
+      const std::vector<std::pair<const char*, double>> buckets = {
+          {"0.005", 100}, {"0.01", 1000}, {"0.025", 5000}, {"0.05", 9000}, {"0.1", 9950}, {"+Inf", 10000}};
+      std::vector<std::pair<json, std::function<double(int)>>> series;
+      for (const auto& [le, n] : buckets)
+        series.push_back({{{"endpoint", "play"}, {"le", le}}, [&, n = n](int i) { return peak(i) ? n / 3 : 1.0; }});
+      return {200, matrix(series)};
+    }
+    return prometheus(path);
+  });
+  const CtlRun r = recommend(dir, {"--prometheus", http.url(), "--since", "1h", "--step", "60s", "--until",
+                                   std::to_string(kUntil), "--config", config, "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json doc = json::parse(r.out);
+  const json& play = doc["endpoints"][0];
+  ASSERT_EQ(play["recommended"], true) << play.dump();
+  EXPECT_EQ(play["method"], "histogram");
+  EXPECT_NEAR(play["requests_at_peak"].get<double>(), 10000, 1e-6);
+  EXPECT_EQ(play["target"], "50ms");
+  EXPECT_EQ(play["max"], "97.4ms");
+  const auto asked = http.requests();
+  ASSERT_EQ(asked.size(), 6u);
+  EXPECT_THAT(asked.back(), HasSubstr("sum by (endpoint, le) (increase(headroom_endpoint_request_duration_seconds_bucket"
+                                      "{endpoint_instance=\"\",endpoint=~\"play\"}[60s]))"));
+  EXPECT_THAT(doc["endpoints"][2]["note"].get<std::string>(), HasSubstr("no history for endpoint ghost"));
+}
+
 TEST(TuneRecommend, PrometheusErrorsAreExit69QuotingIt) {
   testing::TempDir dir;
   const std::string config = dir.write("headroom.toml", kConfig);
