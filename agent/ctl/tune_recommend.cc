@@ -201,7 +201,8 @@ json signals_json(const Recommendation& r) {
   return out;
 }
 
-std::string render_json(const std::vector<Recommendation>& recs, const Provenance& p, const std::string& out_file) {
+std::string render_json(const std::vector<Recommendation>& recs, const Provenance& p, const std::string& out_file,
+                        const std::string& file) {
   json eps = json::array();
   for (const auto& r : recs) {
     json e = {{"endpoint", r.endpoint}, {"recommended", r.ok}};
@@ -221,6 +222,7 @@ std::string render_json(const std::vector<Recommendation>& recs, const Provenanc
               {"max_quantile", p.options.max_quantile},
               {"endpoints", eps},
               {"out", out_file.empty() ? json(nullptr) : json(out_file)}};
+  if (out_file.empty()) doc["file"] = file;  // the file itself when it was not written
   return doc.dump() + "\n";
 }
 
@@ -329,7 +331,7 @@ int run_recommend(const RecommendOptions& o) {
   if (!o.out.empty())
     if (auto w = write_atomically(o.out, *text); !w)
       return fail({kExitCantCreate, "--out " + o.out + ": " + w.error().message});
-  const std::string shown = o.json ? render_json(recs, p, o.out) : render_table(recs, p);
+  const std::string shown = o.json ? render_json(recs, p, o.out, *text) : render_table(recs, p);
   std::fwrite(shown.data(), 1, shown.size(), stdout);
   if (!o.json && o.out.empty()) std::fwrite(text->data(), 1, text->size(), stdout);
   return 0;
@@ -373,7 +375,8 @@ std::pair<CLI::App*, Runner> add_tune_recommend_command(CLI::App& tune) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   c->add_option("--out", o->out, "Write the proposed headroom.toml here (atomically)");
-  c->add_flag("--json", o->json, "Print one JSON document instead of the table");
+  c->add_flag("--json", o->json,
+              "Print one JSON document instead of the table (with the file under \"file\" when there is no --out)");
   return {c, [o] { return run_recommend(*o); }};
 }
 

@@ -198,6 +198,8 @@ TEST(TuneRecommend, FromMetricsTheCumulativeHistogramGivesTargetAndMax) {
   EXPECT_EQ(play["shed"][0]["signal"], "cpu_utilization");
   EXPECT_EQ(play["shed"][0]["shed_start"], 0.6);
   EXPECT_EQ(play["shed"][0]["critical_start"], 0.8);
+  EXPECT_EQ(doc["out"], out);
+  EXPECT_FALSE(doc.contains("file"));
   EXPECT_EQ(doc["endpoints"][1]["recommended"], false);
   EXPECT_EQ(doc["endpoints"][1]["note"], "12 requests at peak, fewer than --min-samples 1000: no recommendation");
   EXPECT_THAT(doc["endpoints"][2]["note"].get<std::string>(), HasSubstr("no history for endpoint ghost"));
@@ -266,6 +268,11 @@ TEST(TuneRecommend, FromPrometheusTheWindowPercentilesAtPeakWeightedByTheirReque
   EXPECT_NEAR(play["target_seconds"].get<double>(), 0.04, 1e-12);
   EXPECT_EQ(play["target"], "40ms");
   EXPECT_EQ(play["max"], "80ms");
+  // Without --out the file is in the JSON, and reads back.
+  ASSERT_TRUE(doc["file"].is_string());
+  EXPECT_TRUE(ctl::tune::check_tuned_file(doc["file"].get<std::string>(), "file"));
+  EXPECT_THAT(doc["file"].get<std::string>(), HasSubstr("target = '40ms'"));
+  EXPECT_THAT(doc["file"].get<std::string>(), HasSubstr("steps of 60 s"));
   // slo_max observed at 0.05 at peak, above 1 - 0.99: the level.
   EXPECT_NEAR(play["shed"][2]["level"].get<double>(), 0.05, 1e-12);
   // One query per quantity, each for the asked endpoints, with step windows;
