@@ -243,13 +243,13 @@ std::string render_table(const std::vector<Recommendation>& recs, const Provenan
                   r.target.c_str(), r.max.c_str(), r.method.c_str());
     out << buf;
     for (const auto& s : r.signals) {
-      const std::string range = !s.p50 ? "-"
-                                : p.cumulative
-                                    ? "now " + std::to_string(*s.p50).substr(0, 5)
-                                    : std::to_string(*s.p50).substr(0, 5) + ".." +
-                                          std::to_string(s.p99.value_or(*s.p50)).substr(0, 5);
+      char range[64] = "-";
+      if (s.p50 && p.cumulative)
+        std::snprintf(range, sizeof range, "now %.3f", *s.p50);
+      else if (s.p50)
+        std::snprintf(range, sizeof range, "%.3f..%.3f", *s.p50, s.p99.value_or(*s.p50));
       std::snprintf(buf, sizeof buf, "    %-32s expected %-12s L %.3f  shed %.3g  critical %.3g  all %.3g\n",
-                    s.signal.c_str(), range.c_str(), s.level, s.thresholds.shed_start, s.thresholds.critical_start,
+                    s.signal.c_str(), range, s.level, s.thresholds.shed_start, s.thresholds.critical_start,
                     s.thresholds.all_shed);
       out << buf;
     }

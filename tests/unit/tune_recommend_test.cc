@@ -213,6 +213,14 @@ TEST(TuneRecommend, FromMetricsTheCumulativeHistogramGivesTargetAndMax) {
   EXPECT_THAT(text, HasSubstr("target = '50ms'"));
   EXPECT_THAT(text, HasSubstr("# endpoint \"ghost\": left as it was: no history for endpoint ghost"));
   EXPECT_EQ(http.requests(), std::vector<std::string>{"/metrics"});
+
+  // The table, then the file when there is no --out.
+  const CtlRun table = recommend(dir, {"--metrics", http.url() + "/metrics", "--config", config});
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_THAT(table.out, ::testing::ContainsRegex("\nplay +10000 +50ms +97.4ms +histogram\n"));
+  EXPECT_THAT(table.out, ::testing::ContainsRegex("\n +cpu_utilization +expected now 0.420 +L 0.500 +shed 0.6 +critical 0.8 +all 1.5\n"));
+  EXPECT_THAT(table.out, ::testing::ContainsRegex("\nquiet +- +kept +kept +12 requests at peak"));
+  EXPECT_THAT(table.out, HasSubstr("\n# Made by `headroomctl tune recommend` on "));
 }
 
 // 61 steps of 60 s ending at kUntil; play peaks at steps 30-32.
