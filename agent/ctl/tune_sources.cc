@@ -132,14 +132,23 @@ Queries build_queries(const std::vector<std::string>& endpoints, std::chrono::se
     }
     sel += ",endpoint=~\"" + re + "\"";
   }
-  const std::string w = "[" + std::to_string(step.count()) + "s]";
+  // A millisecond short of the step: Prometheus before 3.0 includes both ends
+  // of a range, so a [step] window would count a sample on a step's edge in
+  // two steps; this counts each sample once with either.
+  const std::string w = "[" + std::to_string(step.count() * 1000 - 1) + "ms]";
+  // rate() needs two samples in its window, which one step of the scrape
+  // interval does not hold: the counters' window reaches back at least a
+  // minute more. Their per-step figure is a rate (the histogram's times the
+  // step), so steps that share samples still add up to the total.
+  const std::string rw = "[" + std::to_string(std::max(step * 2, step + std::chrono::seconds(60)).count()) + "s]";
   Queries q;
-  q.rate = "sum by (endpoint) (rate(headroom_endpoint_requests_total{" + sel + "}" + w + "))";
+  q.rate = "sum by (endpoint) (rate(headroom_endpoint_requests_total{" + sel + "}" + rw + "))";
   q.window_quantiles = "avg_over_time(headroom_endpoint_latency_seconds{" + sel + "}" + w + ")";
   q.window_requests = "avg_over_time(headroom_endpoint_window_requests{" + sel + "}" + w + ")";
   q.signals = "max by (endpoint, signal) (avg_over_time(headroom_utilization_ratio{scope=\"endpoint\"," + sel + "}" + w + "))";
   q.node_cpu = "max(avg_over_time(headroom_cpu_utilization_ratio{scope=\"node\"}" + w + "))";
-  q.histogram = "sum by (endpoint, le) (increase(headroom_endpoint_request_duration_seconds_bucket{" + sel + "}" + w + "))";
+  q.histogram = "sum by (endpoint, le) (rate(headroom_endpoint_request_duration_seconds_bucket{" + sel + "}" + rw +
+                ")) * " + std::to_string(step.count());
   return q;
 }
 

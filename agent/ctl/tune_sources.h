@@ -50,8 +50,9 @@ std::string query_range_url(std::string_view base, std::string_view query, int64
                             std::chrono::seconds step);
 
 // The queries, one per quantity, each for every endpoint at once. `endpoints`
-// narrows them with a regex matcher when not empty; `step` is the window of
-// rate() and avg_over_time() too, so each raw sample counts in one step.
+// narrows them with a regex matcher when not empty. avg_over_time()'s window
+// is the step less 1 ms, so each raw sample counts in one step; rate()'s is
+// max(2 steps, a step and a minute), as it needs two samples.
 struct Queries {
   std::string rate, window_quantiles, window_requests, signals, node_cpu, histogram;
 };

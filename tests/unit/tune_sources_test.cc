@@ -62,17 +62,19 @@ TEST(ParseQueryRange, WhatIsNotItsJsonIsQuoted) {
 
 TEST(Queries, OneQueryPerQuantityForEveryEndpointWithStepWindows) {
   const Queries all = build_queries({}, seconds(300));
-  EXPECT_EQ(all.rate, "sum by (endpoint) (rate(headroom_endpoint_requests_total{endpoint_instance=\"\"}[300s]))");
-  EXPECT_EQ(all.window_quantiles, "avg_over_time(headroom_endpoint_latency_seconds{endpoint_instance=\"\"}[300s])");
+  EXPECT_EQ(all.rate, "sum by (endpoint) (rate(headroom_endpoint_requests_total{endpoint_instance=\"\"}[600s]))");
+  EXPECT_EQ(all.window_quantiles, "avg_over_time(headroom_endpoint_latency_seconds{endpoint_instance=\"\"}[299999ms])");
   EXPECT_EQ(all.histogram,
-            "sum by (endpoint, le) (increase(headroom_endpoint_request_duration_seconds_bucket{endpoint_instance=\"\"}"
-            "[300s]))");
-  EXPECT_THAT(all.signals, HasSubstr("headroom_utilization_ratio{scope=\"endpoint\",endpoint_instance=\"\"}[300s]"));
-  EXPECT_THAT(all.node_cpu, HasSubstr("headroom_cpu_utilization_ratio{scope=\"node\"}[300s]"));
+            "sum by (endpoint, le) (rate(headroom_endpoint_request_duration_seconds_bucket{endpoint_instance=\"\"}"
+            "[600s])) * 300");
+  EXPECT_THAT(all.signals, HasSubstr("headroom_utilization_ratio{scope=\"endpoint\",endpoint_instance=\"\"}[299999ms]"));
+  EXPECT_THAT(all.node_cpu, HasSubstr("headroom_cpu_utilization_ratio{scope=\"node\"}[299999ms]"));
   const Queries some = build_queries({"play", "api.v2"}, seconds(15));
   EXPECT_EQ(some.rate,
             "sum by (endpoint) (rate(headroom_endpoint_requests_total{endpoint_instance=\"\",endpoint=~\"play|api\\\\.v2\"}"
-            "[15s]))");
+            "[75s]))");
+  EXPECT_EQ(some.window_requests,
+            "avg_over_time(headroom_endpoint_window_requests{endpoint_instance=\"\",endpoint=~\"play|api\\\\.v2\"}[14999ms])");
 }
 
 TEST(Queries, TheUrlEscapesTheQuery) {
