@@ -26,7 +26,7 @@ apt-get install -y -q --no-install-recommends \
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio \
   nghttp2-server nghttp2-client python3-h2 \
   redis-server redis-tools \
-  nlohmann-json3-dev
+  nlohmann-json3-dev libcurl4-openssl-dev
 # clang, llvm (llvm-strip) and bpftool build the eBPF programs; clang with
 # libclang-rt-14-dev (libFuzzer's runtime, only recommended by clang) builds
 # the fuzz targets (tests/fuzz/); nginx-light
@@ -50,6 +50,8 @@ apt-get install -y -q --no-install-recommends \
 # python3-h2 is another HTTP/2 implementation (its own HPACK encoder).
 # redis-server and redis-tools (redis-cli) are the generic request/response
 # dependency the dependency probe's tests call (tests/integration/).
+# libcurl4-openssl-dev: headroomctl tune recommend's HTTP GETs (Prometheus'
+# API, headroomd's /metrics); the runtime library comes in through shlibdeps.
 # Node.js and npm run grpc-js, the weighted_round_robin client of
 # tests/oob/wrr_test.py. Only when missing: a machine with NodeSource's
 # nodejs (which bundles npm and conflicts with Debian's npm) keeps its own.

@@ -147,8 +147,16 @@ void MetricsState::update(const Tick& tick) {
     if (t.counted) e.counts.add(t.counts);
     e.measured = t.measured;
     e.utilization.clear();
+    e.latency_quantiles = {};
+    e.window_requests = 0;
     if (!t.measured) continue;
     const orca::Report& r = tick.report_of(t);
+    constexpr std::string_view kQuantileKeys[] = {orca::kMetricLatencyP50Ms, orca::kMetricLatencyP90Ms,
+                                                  orca::kMetricLatencyP99Ms};
+    for (std::size_t q = 0; q < e.latency_quantiles.size(); ++q)
+      if (auto it = r.named_metrics().find(std::string(kQuantileKeys[q])); it != r.named_metrics().end())
+        e.latency_quantiles[q] = it->second / 1e3;
+    e.window_requests = named(r, orca::kMetricWindowRequests);
     for (std::string_view key : kEndpointSignals)
       if (auto it = r.utilization().find(std::string(key)); it != r.utilization().end())
         e.utilization.emplace_back(std::string(key), it->second);
@@ -231,6 +239,12 @@ void MetricsState::families_of_endpoints(std::vector<MetricFamily>& out) const {
                         "Requests that arrived and the server has not read yet, at the last sample.", MetricType::Gauge);
   auto slo = family("headroom_endpoint_slo_seconds", "The endpoint's configured SLO target and max.",
                     MetricType::Gauge);
+  auto quantiles = family("headroom_endpoint_latency_seconds",
+                          "The report's latency percentiles over its window (p50, p90, p99), completed requests.",
+                          MetricType::Gauge);
+  auto window = family("headroom_endpoint_window_requests",
+                       "Requests that ended in the report's window (the base of its percentiles and shares).",
+                       MetricType::Gauge);
   for (const auto& e : endpoints_) {
     const auto ep = endpoint_labels(e);
     const EndpointTotals& c = e.counts;
@@ -243,11 +257,16 @@ void MetricsState::families_of_endpoints(std::vector<MetricFamily>& out) const {
     if (e.measured) {
       gauge(in_flight, ep, e.in_flight);
       gauge(pending, ep, e.pending);
+      for (std::size_t q = 0; q < e.latency_quantiles.size(); ++q)
+        if (e.latency_quantiles[q])
+          gauge(quantiles, with(ep, {label("percentile", std::string(kLatencyPercentileLabels[q]))}),
+                *e.latency_quantiles[q]);
+      gauge(window, ep, e.window_requests);
     }
     gauge(slo, with(ep, {label("slo", "max")}), e.max_seconds);
     gauge(slo, with(ep, {label("slo", "target")}), e.target_seconds);
   }
-  for (auto* f : {&requests, &errors, &aborted, &over, &duration, &in_flight, &pending, &slo})
+  for (auto* f : {&requests, &errors, &aborted, &over, &duration, &in_flight, &pending, &slo, &quantiles, &window})
     out.push_back(std::move(*f));
 }
 

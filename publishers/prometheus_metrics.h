@@ -10,7 +10,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -49,7 +51,16 @@ struct EndpointState {
   std::vector<std::pair<std::string, double>> utilization;
   double application_utilization = 0;
   double in_flight = 0, pending = 0;
+  // The report's window percentiles in seconds (p50, p90, p99), each absent
+  // when the window has no completed request, and the requests it counted.
+  std::array<std::optional<double>, 3> latency_quantiles{};
+  double window_requests = 0;
 };
+
+// The `percentile` label of latency_quantiles, in its order. Not
+// `quantile`: Prometheus keeps that label for summaries (promtool's lint
+// rejects it on a gauge).
+inline constexpr std::array<std::string_view, 3> kLatencyPercentileLabels = {"50", "90", "99"};
 
 // One dependency's: its calls counted as an endpoint's requests, plus the
 // connect failures and resets (docs/dependencies.md).

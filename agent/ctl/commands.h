@@ -26,4 +26,9 @@ std::pair<CLI::App*, Runner> add_tune_validate_command(CLI::App& tune);
 // headroomctl tune search FILE --target T --endpoint NAME --out BEST [--max-spikes N] (validate's flags)
 std::pair<CLI::App*, Runner> add_tune_search_command(CLI::App& tune);
 
+// headroomctl tune recommend [--prometheus URL [--since 7d] [--step D] | --metrics URL] [--config F]
+//   [--endpoint NAME]... [--autoscale-cpu 0.5] [--target-quantile 0.9] [--max-quantile 0.99]
+//   [--peak-share 0.8] [--min-samples 1000] [--out FILE] [--json]; added under `tune`.
+std::pair<CLI::App*, Runner> add_tune_recommend_command(CLI::App& tune);
+
 }  // namespace headroom::ctl

@@ -277,7 +277,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Exit status: 0 success, 1 a report file cannot be read or parsed (buffer: the verdict\n"
-      "failed), 64 usage error, 78 invalid configuration (check-config), 130 buffer interrupted.");
+      "failed), 64 usage error, 69 a service to read is unavailable (tune: Prometheus, /metrics),\n"
+      "78 invalid configuration (check-config), 130 buffer interrupted.");
 
   std::string cat_file;
   bool cat_json = false, cat_instances = false;

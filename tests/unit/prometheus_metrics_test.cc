@@ -187,6 +187,8 @@ class MetricsStateTest : public ::testing::Test {
     api_.share_over_max = 0.05;
     api_.inflight_now = 4;
     api_.pending = 2;
+    api_.p90_ms = 12;
+    api_.window_requests = 10;
     api_interval_ = interval(10, {{0.002, 7}, {0.3, 3}});
     testing::fill_tick(tick_, node_, config_, {{&config_.endpoints[0], &api_, api_interval_}, {&config_.endpoints[1]}});
     tick_.health.ticks = 41;
@@ -333,6 +335,50 @@ void add_instance(Tick& tick, std::size_t aggregate, const std::string& id, doub
   t.counted = counts.has_value();
   if (counts) t.counts = *counts;
   tick.endpoints.push_back(std::move(t));
+}
+
+// The report's window percentiles and its request count: gauges in seconds,
+// a quantile absent while the report has none, on the aggregate and instances.
+TEST_F(MetricsStateTest, WindowPercentilesAreGaugesInSecondsAbsentWhenTheReportHasNone) {
+  api_.p50_ms = 2.5;
+  api_.p90_ms = 37.9;
+  api_.p99_ms = 120;
+  api_.window_requests = 412;
+  tick_ = Tick{};
+  tick_.meta = {1'700'000'000'000, 1, 100, false};
+  testing::fill_tick(tick_, node_, config_, {{&config_.endpoints[0], &api_, api_interval_}, {&config_.endpoints[1]}});
+  add_instance(tick_, 0, "pod-a", 0.7, std::nullopt);
+  state_.update(tick_);
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, state_.families("x"));
+  const std::string text = out.str();
+  for (const char* line : {
+           "# TYPE headroom_endpoint_latency_seconds gauge\n",
+           "headroom_endpoint_latency_seconds{endpoint=\"api\",percentile=\"50\"} 0.0025\n",
+           "headroom_endpoint_latency_seconds{endpoint=\"api\",percentile=\"90\"} 0.0379\n",
+           "headroom_endpoint_latency_seconds{endpoint=\"api\",percentile=\"99\"} 0.12\n",
+           "# TYPE headroom_endpoint_window_requests gauge\n",
+           "headroom_endpoint_window_requests{endpoint=\"api\"} 412\n",
+           "headroom_endpoint_window_requests{endpoint=\"api\",endpoint_instance=\"pod-a\"} 412\n",
+       })
+    EXPECT_THAT(text, HasSubstr(line));
+  // web is not measured: neither gauge.
+  EXPECT_THAT(text, Not(HasSubstr("headroom_endpoint_latency_seconds{endpoint=\"web\"")));
+  EXPECT_THAT(text, Not(HasSubstr("headroom_endpoint_window_requests{endpoint=\"web\"")));
+
+  // A window without a completed request: no percentile, the count still there.
+  api_.p50_ms.reset();
+  api_.p90_ms.reset();
+  api_.p99_ms.reset();
+  api_.window_requests = 3;  // aborted ones
+  tick_ = Tick{};
+  tick_.meta = {1'700'000'000'100, 2, 100, false};
+  testing::fill_tick(tick_, node_, config_, {{&config_.endpoints[0], &api_, api_interval_}, {&config_.endpoints[1]}});
+  state_.update(tick_);
+  std::ostringstream empty;
+  prometheus::TextSerializer().Serialize(empty, state_.families("x"));
+  EXPECT_THAT(empty.str(), Not(HasSubstr("headroom_endpoint_latency_seconds{")));
+  EXPECT_THAT(empty.str(), HasSubstr("headroom_endpoint_window_requests{endpoint=\"api\"} 3\n"));
 }
 
 TEST_F(MetricsStateTest, InstancesHaveTheEndpointsSeriesWithAnEndpointInstanceLabel) {
@@ -507,7 +553,7 @@ TEST_F(MetricsStateTest, DocsNameEveryMetricWithItsTypeAndAQuery) {
                                                                {prometheus::MetricType::Gauge, "gauge"},
                                                                {prometheus::MetricType::Histogram, "histogram"}};
   const auto families = state_.families("x");
-  EXPECT_EQ(families.size(), 31u) << "a metric was added or removed: update docs/metrics.md and this count";
+  EXPECT_EQ(families.size(), 33u) << "a metric was added or removed: update docs/metrics.md and this count";
   for (const auto& f : families) {
     EXPECT_THAT(text, HasSubstr("| `" + f.name + "` | " + types.at(f.type) + " |")) << f.name;
     EXPECT_THAT(queries, HasSubstr(f.name)) << "no example query uses " << f.name;
