@@ -313,7 +313,7 @@ def has_recommend(ctl):
         r = subprocess.run([ctl, "tune", "recommend", "--help"], capture_output=True, text=True, timeout=10)
     except OSError:
         return False
-    return r.returncode == 0
+    return r.returncode == 0 and "--prometheus" in r.stdout  # an older headroomctl prints its own help
 
 
 def recommend_rounds(a, prom, work, meta):
@@ -390,6 +390,9 @@ def main():
         elif a.headroomctl:
             log(f"\n{a.headroomctl} has no `tune recommend`: only Prometheus' floor was measured")
         return rc
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+        print(f"bench_tune.py: {e}", file=sys.stderr)
+        return 2
     finally:
         owner.cleanup()
 
