@@ -75,6 +75,22 @@ int64_t delay_ns(const Delay& delay, double normal) {
   return 0;
 }
 
+namespace {
+uint64_t splitmix64(uint64_t x) {
+  uint64_t z = x + 0x9e3779b97f4a7c15u;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+// Uniform in (0, 1): 53 bits, never 0 (the logarithm below).
+double open_unit(uint64_t bits) { return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53; }
+}  // namespace
+
+double standard_normal(uint64_t k) {
+  const double u1 = open_unit(splitmix64(2 * k)), u2 = open_unit(splitmix64(2 * k + 1));
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.14159265358979323846 * u2);
+}
+
 std::string endpoint_of_scope(std::string_view scope) {
   constexpr std::string_view kPrefix = "endpoint.";
   return scope.starts_with(kPrefix) ? std::string(scope.substr(kPrefix.size())) : std::string();

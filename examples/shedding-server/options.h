@@ -48,6 +48,11 @@ struct Delay {
 std::optional<Delay> parse_delay(std::string_view text);
 // One draw; `normal` is a standard normal variate (a pure function of it).
 int64_t delay_ns(const Delay& delay, double normal);
+// The k-th value of a fixed sequence of standard normal variates (splitmix64
+// and Box-Muller): the k-th request the workers take sleeps delay_ns(delay,
+// standard_normal(k)), so every run draws the same delays, whichever worker
+// takes which request.
+double standard_normal(uint64_t k);
 
 struct Options {
   std::string bind = "127.0.0.1";

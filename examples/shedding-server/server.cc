@@ -563,10 +563,10 @@ int main(int argc, char** argv) {
   const auto timeout = std::chrono::milliseconds(opt.dependency_timeout_ns / 1'000'000);
   const WorkerSettings settings{opt.cost_ns, opt.delay};
   for (int i = 0; i < opt.workers; ++i)
-    threads.emplace_back([&, i] {
+    threads.emplace_back([&] {
       std::optional<DependencyClient> client;
       if (dependency) client.emplace(*dependency, timeout);
-      queue.work(settings, i, client ? &*client : nullptr, stop);
+      queue.work(settings, client ? &*client : nullptr, stop);
     });
   if (!opt.no_shed || gate)
     threads.emplace_back([&, s = std::move(*shedder), w = std::move(watch)]() mutable {

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <random>
 #include <thread>
 #include <utility>
 
@@ -61,10 +60,7 @@ void WorkQueue::stop() {
   cv_.notify_all();
 }
 
-void WorkQueue::work(const WorkerSettings& settings, int index, DependencyClient* dependency,
-                     const std::atomic<bool>& stop) {
-  std::mt19937_64 rng(static_cast<uint64_t>(index));
-  std::normal_distribution<double> normal(0.0, 1.0);
+void WorkQueue::work(const WorkerSettings& settings, DependencyClient* dependency, const std::atomic<bool>& stop) {
   for (;;) {
     Job job;
     {
@@ -79,7 +75,8 @@ void WorkQueue::work(const WorkerSettings& settings, int index, DependencyClient
       // The request's work at its priority: the dependency call carries it.
       const orca::PriorityScope scope(job.priority);
       burn_cpu(settings.cost_ns, stop);
-      if (settings.delay.kind != Delay::Kind::none) sleep_ns(delay_ns(settings.delay, normal(rng)), stop);
+      if (settings.delay.kind != Delay::Kind::none)
+        sleep_ns(delay_ns(settings.delay, standard_normal(taken_.fetch_add(1, std::memory_order_relaxed))), stop);
       if (job.dependency && dependency) job.result = dependency->call(job.path);
     }
     active_.fetch_sub(1);

@@ -43,11 +43,10 @@ class WorkQueue {
   std::size_t size();
   int in_progress() const { return active_.load(); }
   void stop();
-  // One worker's loop, until stop(). `index` seeds the worker's own generator
-  // for --delay (worker i: seed i), so each worker's draws are a fixed
-  // sequence. dependency: this worker's connection to --dependency, null
-  // without one.
-  void work(const WorkerSettings& settings, int index, DependencyClient* dependency, const std::atomic<bool>& stop);
+  // One worker's loop, until stop(). The k-th job any worker takes sleeps
+  // the k-th --delay of a fixed sequence (options.h, standard_normal).
+  // dependency: this worker's connection to --dependency, null without one.
+  void work(const WorkerSettings& settings, DependencyClient* dependency, const std::atomic<bool>& stop);
   std::vector<Job> take_done();
 
  private:
@@ -57,6 +56,7 @@ class WorkQueue {
   std::deque<Job> jobs_;
   bool stopping_ = false;
   std::atomic<int> active_{0};  // jobs being worked on
+  std::atomic<uint64_t> taken_{0};  // jobs taken so far: the index of the next delay
   std::mutex done_mu_;
   std::vector<Job> done_;
 };
