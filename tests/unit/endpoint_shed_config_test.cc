@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/config/config.h"
+#include "agent/signals/endpoint_scopes.h"
 #include "config_cases.h"
 
 namespace headroom::agent {
@@ -113,6 +114,19 @@ TEST(EndpointShed, NotAFlagKey) {
   auto r = parse_endpoint_flag("name=a,port=1,target=1ms,max=2ms,shed=x");
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message, ::testing::HasSubstr("unknown key \"shed\""));
+}
+
+// A reload that changes [[endpoint.shed]] alone keeps the endpoint probe and
+// its windows (headroomd does not use the entries); any sampled field does not.
+TEST(EndpointShed, AChangeOfShedAloneKeepsTheRunningProbe) {
+  const Config running =
+      must_parse(std::string(kPlay) + "[[endpoint.shed]]\nsignal = \"cpu_utilization\"\nshed_start = 0.6\ncritical_start = 0.8\n");
+  Config next = must_parse(std::string(kPlay) +
+                           "[[endpoint.shed]]\nsignal = \"cpu_utilization\"\nshed_start = 0.5\ncritical_start = 0.7\n");
+  ASSERT_NE(running, next);
+  EXPECT_TRUE(EndpointScopes::same(running, next));
+  next.endpoints[0].max = running.endpoints[0].max * 2;
+  EXPECT_FALSE(EndpointScopes::same(running, next));
 }
 
 }  // namespace
