@@ -17,6 +17,7 @@
 #include <array>
 #include <cerrno>
 #include <system_error>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -40,7 +41,8 @@ bool type_ok(const KeyRow& row, const KeyValue& v) {
     case KeyType::boolean: ok = v.node.is_boolean(); break;
     case KeyType::integer: ok = v.node.is_integer(); break;
     case KeyType::number: ok = v.node.is_number(); break;
-    case KeyType::array: ok = v.node.is_array(); break;
+    case KeyType::array:
+    case KeyType::tables: ok = v.node.is_array(); break;
     case KeyType::table:
       if (v.node.is_table()) return true;
       return v.type_error("a table ([" + v.key + "])");
@@ -48,6 +50,15 @@ bool type_ok(const KeyRow& row, const KeyValue& v) {
   }
   return ok || v.type_error(row.expected);
 }
+
+// Where a key of an entry is stored: the entry being read.
+struct Into {
+  EndpointConfig* endpoint = nullptr;
+  EnvoyBridgeConfig* envoy = nullptr;
+  DependencyConfig* dependency = nullptr;
+  orca::ShedEntry* shed = nullptr;
+  std::span<const orca::ShedEntry> shed_entries{};
+};
 
 class Walker {
  public:
@@ -57,7 +68,7 @@ class Walker {
     for (auto&& [k, v] : root) {
       const std::string_view name = k.str();
       const SectionRow* section = find_section(name);
-      if (section == nullptr) {
+      if (section == nullptr || !section->within.empty()) {
         reader_.unknown(k, v, "");
         continue;
       }
@@ -90,9 +101,8 @@ class Walker {
 
  private:
   // One key of a section; false after reporting an error.
-  bool set(const KeyRow& row, const toml::node& v, const std::string& key, EndpointConfig* endpoint = nullptr,
-           EnvoyBridgeConfig* envoy = nullptr, DependencyConfig* dependency = nullptr) {
-    KeyValue value{reader_, v, key, config_, endpoint, envoy, dependency};
+  bool set(const KeyRow& row, const toml::node& v, const std::string& key, const Into& into = Into{}) {
+    KeyValue value{reader_, v, key, config_, into.endpoint, into.envoy, into.dependency, into.shed, into.shed_entries};
     if (!type_ok(row, value) || !row.set(value)) return false;
     reader_.wrote(key, v.source());
     return true;
@@ -101,7 +111,7 @@ class Walker {
   void table(const SectionRow& section, const toml::table& t) {
     for (auto&& [k, v] : t) {
       if (const KeyRow* row = find_key(section.name, k.str()))
-        set(*row, v, dotted(section.name, k.str()), nullptr, nullptr);
+        set(*row, v, dotted(section.name, k.str()));
       else
         reader_.unknown(k, v, section.name);
     }
@@ -117,11 +127,31 @@ class Walker {
     return nullptr;
   }
 
-  // One entry of a repeated section into `endpoint` or `envoy`; false after
-  // reporting its errors. [[endpoint]] names every missing key; [[envoy]]
-  // names a missing file once the rest of the entry is valid.
-  bool entry(const SectionRow& section, const toml::node& e, const std::string& ekey, EndpointConfig* endpoint,
-             EnvoyBridgeConfig* envoy, DependencyConfig* dependency = nullptr) {
+  // The entries of a nested section (a row of type `tables`: [[endpoint.shed]]
+  // in an [[endpoint]]), each read like an entry, then handed together to
+  // the row's setter for what needs them all; false after reporting.
+  bool nested(const KeyRow& row, const toml::node& v, const std::string& key, const Into& into) {
+    const SectionRow& section = *find_section(dotted(row.section, row.key));
+    const toml::array* arr = entries(section, v, key);
+    if (arr == nullptr) return false;
+    std::vector<orca::ShedEntry> read(arr->size());
+    bool ok = true;
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      Into one = into;
+      one.shed = &read[i];
+      ok = entry(section, *arr->get(i), key + "[" + std::to_string(i) + "]", one) && ok;
+    }
+    if (!ok) return false;
+    Into all = into;
+    all.shed_entries = read;
+    return set(row, v, key, all);
+  }
+
+  // One entry of a repeated section into the entry `into` names; false
+  // after reporting its errors. [[endpoint]], [[endpoint.shed]] and
+  // [[dependency]] name every missing key; [[envoy]] names a missing file
+  // once the rest of the entry is valid.
+  bool entry(const SectionRow& section, const toml::node& e, const std::string& ekey, const Into& into) {
     const std::vector<std::string_view> keys = keys_in(section.name);
     const auto* t = e.as_table();
     if (t == nullptr) {
@@ -145,9 +175,9 @@ class Walker {
         continue;
       }
       written.push_back(row->key);
-      ok = set(*row, v, key, endpoint, envoy, dependency) && ok;
+      ok = (row->type == KeyType::tables ? nested(*row, v, key, into) : set(*row, v, key, into)) && ok;
     }
-    const bool name_all_missing = section.name == "endpoint" || section.name == "dependency";
+    const bool name_all_missing = section.name != "envoy";
     for (const KeyRow& row : config_key_rows()) {
       if (row.section != section.name || row.required.empty()) continue;
       if (std::find(written.begin(), written.end(), row.key) != written.end()) continue;
@@ -166,7 +196,7 @@ class Walker {
     for (std::size_t i = 0; i < arr->size(); ++i) {
       const std::string ekey = key + "[" + std::to_string(i) + "]";
       EndpointConfig c;
-      bool good = entry(section, *arr->get(i), ekey, &c, nullptr);
+      bool good = entry(section, *arr->get(i), ekey, Into{.endpoint = &c});
       // max >= target has its say whenever both were valid on their own.
       if (reader_.where(ekey + ".target") && reader_.where(ekey + ".max")) {
         if (auto r = check_endpoint_max(c.max, c.target); !r) {
@@ -201,7 +231,7 @@ class Walker {
   // One [[dependency]]: its keys, then what needs the whole entry (address
   // or port, max >= target); false after reporting.
   bool dependency(const SectionRow& section, const toml::node& e, const std::string& ekey, DependencyConfig& d) {
-    bool good = entry(section, e, ekey, nullptr, nullptr, &d);
+    bool good = entry(section, e, ekey, Into{.dependency = &d});
     const auto* t = e.as_table();
     if (t == nullptr) return false;
     const bool address = t->contains("address"), port = t->contains("port");
@@ -264,7 +294,7 @@ class Walker {
         return;
       }
       EnvoyBridgeConfig c;
-      if (!entry(section, *arr->get(i), ekey, nullptr, &c)) {
+      if (!entry(section, *arr->get(i), ekey, Into{.envoy = &c})) {
         ok = false;
         continue;
       }

@@ -13,10 +13,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "headroom/orca/names.h"
 #include "headroom/orca/result.h"
+#include "headroom/orca/shedder.h"
 #include "probes/cgroup.h"
 #include "publishers/envoy_bridge_config.h"
 #include "publishers/oob_config.h"
@@ -91,6 +93,10 @@ struct EndpointConfig {
   std::chrono::nanoseconds max{0};     // SLO max, >= target
   uint32_t max_concurrency = 0;        // 0: not declared (no concurrency signal)
   EndpointProtocol protocol = EndpointProtocol::http1;  // every endpoint of a port says the same
+  // [[endpoint.shed]]: the reference shedder's function on this endpoint's
+  // report, one signal each (headroom/orca/shedder_config.h). Checked here,
+  // read by the shedder; headroomd does not use it.
+  std::vector<std::pair<std::string, orca::SignalThresholds>> shed{};
 
   bool operator==(const EndpointConfig&) const = default;
 };

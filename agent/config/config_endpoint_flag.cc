@@ -115,8 +115,10 @@ Result<void> parse_flag(std::string_view text, const FlagForm& form,
   const std::string expected =
       "expected " + std::string(form.form) + ", e.g. " + std::string(form.example);
   if (trim(text).empty()) return problem("is empty; " + expected);
-  // The flag takes the keys of its table.
-  const std::vector<std::string_view> keys = keys_in(form.section);
+  // The flag takes the keys of its table, but for nested sections ([[endpoint.shed]]).
+  std::vector<std::string_view> keys;
+  for (std::string_view k : keys_in(form.section))
+    if (find_key(form.section, k)->type != KeyType::tables) keys.push_back(k);
   std::vector<std::string_view> seen;
   std::size_t pos = 0;
   for (;;) {

@@ -14,6 +14,7 @@
 #include "agent/config/config_checks.h"
 #include "agent/config/config_messages.h"
 #include "agent/config/config_rows.h"
+#include "headroom/orca/shedder_config.h"
 
 namespace headroom::agent {
 
@@ -21,13 +22,14 @@ namespace {
 
 // Row order is the order of "valid keys are ..." lists.
 constexpr SectionRow kSections[] = {
-    {"agent", false, "", 0},
-    {"node", false, "", 0},
-    {"envoy", true, "file", kMaxEnvoyBridges},
-    {"endpoint", true, "endpoint", kMaxEndpoints},
-    {"dependency", true, "dependency", kMaxDependencies},
-    {"prometheus", false, "", 0},
-    {"oob", false, "", 0},
+    {"agent", false, "", 0, ""},
+    {"node", false, "", 0, ""},
+    {"envoy", true, "file", kMaxEnvoyBridges, ""},
+    {"endpoint", true, "endpoint", kMaxEndpoints, ""},
+    {"endpoint.shed", true, "signal", orca::kMaxShedEntries, "endpoint"},
+    {"dependency", true, "dependency", kMaxDependencies, ""},
+    {"prometheus", false, "", 0, ""},
+    {"oob", false, "", 0, ""},
 };
 
 std::vector<KeyRow> build_rows() {
@@ -37,6 +39,7 @@ std::vector<KeyRow> build_rows() {
   add_node_rows(out, facts);
   add_envoy_rows(out, facts);
   add_endpoint_rows(out, facts);
+  add_endpoint_shed_rows(out, facts);
   add_dependency_rows(out, facts);
   add_prometheus_rows(out, facts);
   add_oob_rows(out, facts);
@@ -68,7 +71,8 @@ const KeyRow* find_key(std::string_view section, std::string_view key) {
 std::vector<std::string_view> keys_in(std::string_view section) {
   std::vector<std::string_view> out;
   if (section.empty()) {
-    for (const SectionRow& s : kSections) out.push_back(s.name);
+    for (const SectionRow& s : kSections)
+      if (s.within.empty()) out.push_back(s.name);
   } else if (section == "node.weights") {
     out.assign(std::begin(kNodeSignals), std::end(kNodeSignals));
   } else {

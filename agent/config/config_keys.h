@@ -29,6 +29,7 @@ enum class KeyType {
   number,    // integer or floating-point
   array,
   table,
+  tables,    // an array of tables: the entries of a nested section ([[endpoint.shed]])
   any,       // several types are accepted; the setter checks
 };
 
@@ -55,21 +56,26 @@ struct KeyRow {
   std::string_view example;
 };
 
-// A top-level key: a table ([agent]) or an array of tables ([[endpoint]]).
+// A top-level key: a table ([agent]) or an array of tables ([[endpoint]]);
+// or an array of tables inside each entry of one ([[endpoint.shed]]), the
+// rows' key of type `tables` there.
 struct SectionRow {
   std::string_view name;
   bool repeated;
   std::string_view entry_is;  // repeated only: "one [[x]] section per <this>"
-  std::size_t max_entries;    // repeated only: the most entries a file may have
+  std::size_t max_entries;    // repeated only: the most entries a file (or a parent entry) may have
+  std::string_view within;    // the repeated section whose entries hold it; "" at the top level
 };
 
 std::span<const KeyRow> config_key_rows();
 std::span<const SectionRow> config_sections();
+// Any section, nested ones by their dotted name ("endpoint.shed").
 const SectionRow* find_section(std::string_view name);
 const KeyRow* find_key(std::string_view section, std::string_view key);
 
 // The keys of a table in table order, for "valid keys are ..." and "did you
-// mean": "" is the top level, "node.weights" takes the signal names.
+// mean": "" is the top level (nested sections are not), "node.weights" takes
+// the signal names.
 std::vector<std::string_view> keys_in(std::string_view section);
 // Of those, the ones whose values are tables.
 std::vector<std::string_view> table_keys_in(std::string_view section);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,7 @@
 #include <toml++/toml.h>
 
 #include "agent/config/config.h"
+#include "headroom/orca/shedder_config.h"
 
 namespace headroom::agent {
 
@@ -61,7 +63,8 @@ class ConfigReader {
 
 // What a row's setter is given: the value, its dotted key, and where it is
 // stored (`endpoint`, `envoy` and `dependency` are the entry being read, in
-// those sections).
+// those sections; `shed` the [[endpoint.shed]] entry being read, and
+// `shed_entries` all of the endpoint's, read, for the endpoint's `shed` row).
 struct KeyValue {
   ConfigReader& reader;
   const toml::node& node;
@@ -70,6 +73,8 @@ struct KeyValue {
   EndpointConfig* endpoint = nullptr;
   EnvoyBridgeConfig* envoy = nullptr;
   DependencyConfig* dependency = nullptr;
+  orca::ShedEntry* shed = nullptr;
+  std::span<const orca::ShedEntry> shed_entries{};
 
   // Each reports at the value and returns false.
   bool fail(std::string message) const;

@@ -33,6 +33,7 @@ std::string type_name(const KeyRow& row) {
     case KeyType::number: return "number";
     case KeyType::array: return "array of strings";
     case KeyType::table: return "table";
+    case KeyType::tables: return "array of tables";
     case KeyType::any:  // the setter takes several types: a word, or a number as well
       return row.expected.find_first_of("0123456789") == std::string_view::npos ? "string" : "string or integer";
   }
@@ -157,14 +158,16 @@ std::string markdown(const SectionRow& section) {
            std::string(r->doc) + " |\n";
   }
   if (section.repeated)
-    out += "\nAt most " + std::to_string(section.max_entries) + " `" + header_of(section) + "` entries.\n";
+    out += "\nAt most " + std::to_string(section.max_entries) + " `" + header_of(section) + "` entries" +
+           (section.within.empty() ? "" : " per `[[" + std::string(section.within) + "]]`") + ".\n";
   return out;
 }
 
 std::string man(const SectionRow& section) {
   std::string out;
   if (section.repeated)
-    out += "At most " + std::to_string(section.max_entries) + " entries.\n";
+    out += "At most " + std::to_string(section.max_entries) + " entries" +
+           (section.within.empty() ? "" : " per [[" + std::string(section.within) + "]]") + ".\n";
   for (const KeyRow* r : rows_of(section.name)) {
     std::string facts = type_name(*r);
     if (!r->required.empty()) facts += ", required";
@@ -182,6 +185,10 @@ std::string toml(const SectionRow& section) {
   for (const KeyRow* r : rows_of(section.name)) {
     if (r->type == KeyType::table) {
       tables.push_back(r);
+      continue;
+    }
+    if (r->type == KeyType::tables) {  // its entries are the nested section's, in a region of their own
+      out += wrapped(plain(r->doc), note) + wrapped("Allowed: " + r->allowed + ".", note);
       continue;
     }
     out += wrapped(plain(r->doc), note);

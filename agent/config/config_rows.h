@@ -68,6 +68,7 @@ void add_agent_rows(std::vector<KeyRow>& out, const KeyFacts& f);
 void add_node_rows(std::vector<KeyRow>& out, const KeyFacts& f);
 void add_envoy_rows(std::vector<KeyRow>& out, const KeyFacts& f);
 void add_endpoint_rows(std::vector<KeyRow>& out, const KeyFacts& f);
+void add_endpoint_shed_rows(std::vector<KeyRow>& out, const KeyFacts& f);
 void add_dependency_rows(std::vector<KeyRow>& out, const KeyFacts& f);
 void add_prometheus_rows(std::vector<KeyRow>& out, const KeyFacts& f);
 void add_oob_rows(std::vector<KeyRow>& out, const KeyFacts& f);

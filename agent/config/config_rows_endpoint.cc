@@ -13,6 +13,7 @@
 
 #include "agent/config/config_checks.h"
 #include "agent/config/config_messages.h"
+#include "headroom/orca/shedder_config.h"
 
 namespace headroom::agent {
 
@@ -70,6 +71,63 @@ bool set_max_concurrency(KeyValue& v) {
   return true;
 }
 
+// -- [[endpoint.shed]] ---------------------------------------------------------
+// Each key of an entry is stored as written; the entry as a whole is checked
+// by orca::check_shed_entry (the shedder's own reader checks the same), once
+// the endpoint's entries are all read.
+
+bool set_shed_signal(KeyValue& v) {
+  if (auto r = orca::check_shed_signal(v.str()); !r) return v.fail(std::move(r).error());
+  v.shed->signal = v.str();
+  return true;
+}
+
+bool set_shed_start(KeyValue& v) {
+  v.shed->shed_start = v.number();
+  return true;
+}
+
+bool set_critical_start(KeyValue& v) {
+  v.shed->critical_start = v.number();
+  return true;
+}
+
+bool set_all_shed(KeyValue& v) {
+  v.shed->all_shed = v.number();
+  return true;
+}
+
+// The endpoint's entries, each read: checked one by one, then each signal
+// once, and stored.
+bool set_endpoint_shed(KeyValue& v) {
+  if (v.shed_entries.size() > orca::kMaxShedEntries)
+    return v.fail("has " + n(v.shed_entries.size()) + " entries; at most " + n(orca::kMaxShedEntries) +
+                  " [[endpoint.shed]] entries per endpoint (one per signal)");
+  std::vector<std::pair<std::string, orca::SignalThresholds>> shed;
+  for (std::size_t i = 0; i < v.shed_entries.size(); ++i) {
+    const std::string ekey = v.key + "[" + n(i) + "]";
+    auto checked = orca::check_shed_entry(v.shed_entries[i]);
+    if (!checked) {
+      Error e = std::move(checked).error();
+      const std::string key = ekey + "." + e.key;
+      e.key = key;
+      v.reader.error(v.reader.where(key).value_or(*v.reader.where(ekey)), key, std::move(e));
+      return false;
+    }
+    for (std::size_t j = 0; j < shed.size(); ++j) {
+      if (shed[j].first != checked->first) continue;
+      const std::string okey = v.key + "[" + n(j) + "]";
+      v.reader.error(*v.reader.where(ekey + ".signal"), ekey + ".signal",
+                     "signal " + quote(checked->first) + " is listed twice (also " + okey + " at line " +
+                         n(v.reader.where(okey)->begin.line) + "); give each signal once");
+      return false;
+    }
+    shed.push_back(std::move(*checked));
+  }
+  v.endpoint->shed = std::move(shed);
+  return true;
+}
+
 }  // namespace
 
 // [[endpoint]]
@@ -115,6 +173,44 @@ void add_endpoint_rows(std::vector<KeyRow>& out, const KeyFacts& f) {
        "over the last interval as a share of it, bounded to 1 "
        "([shedding.md](shedding.md#the-concurrency-signal)).",
        set_max_concurrency, "64"},
+      {"endpoint", "shed", KeyType::tables, "an array of tables: one [[endpoint.shed]] section per signal",
+       "at most " + n(orca::kMaxShedEntries) + " entries, each signal once", "", "",
+       "The reference shedder's function on this endpoint's report: one `[[endpoint.shed]]` entry per signal "
+       "(its keys below). headroomd checks the entries and does not use them; the reference shedder reads them "
+       "([shedding.md](shedding.md#the-shedders-function-in-headroomtoml)).",
+       set_endpoint_shed, ""},
+  };
+  out.insert(out.end(), std::begin(rows), std::end(rows));
+}
+
+// [[endpoint.shed]]
+void add_endpoint_shed_rows(std::vector<KeyRow>& out, const KeyFacts&) {
+  const KeyRow rows[] = {
+      {"endpoint.shed", "signal", KeyType::string, "a signal name string such as \"cpu_utilization\"",
+       "\"application_utilization\", \"cpu_utilization\", \"mem_utilization\" or \"utilization.<key>\"; each "
+       "once per endpoint",
+       "", "the signal to shed on, e.g. signal = \"utilization.latency.slo_target\"",
+       "The signal of the endpoint's report the shedder reads: a top-level field, or `utilization.` and a key of "
+       "the report's utilization map (`utilization.latency.slo_target`, `utilization.latency.slo_max`, "
+       "`utilization.concurrency`).",
+       set_shed_signal, "\"utilization.latency.slo_target\""},
+      {"endpoint.shed", "shed_start", KeyType::number, "a number (a utilization such as 0.6)",
+       ">= 0, less than critical_start", "",
+       "the utilization where non-critical shedding starts, e.g. shed_start = 0.6",
+       "The utilization where non-critical shedding starts: BULK, then BEST_EFFORT, then DEGRADED, each in its "
+       "own third of the range up to `critical_start`.",
+       set_shed_start, "0.6"},
+      {"endpoint.shed", "critical_start", KeyType::number, "a number (a utilization such as 0.8)",
+       "greater than shed_start", "",
+       "the utilization where CRITICAL shedding starts, e.g. critical_start = 0.8",
+       "The utilization where CRITICAL shedding starts; every other priority is shed in full there.",
+       set_critical_start, "0.8"},
+      {"endpoint.shed", "all_shed", KeyType::number, "a number (a utilization such as 1.0)",
+       "greater than critical_start", "",
+       "",
+       "The utilization where everything is shed. Without it, the signal's default: 1.5 for the CPU signals "
+       "(`application_utilization`, `cpu_utilization`, `utilization.cpu`), 1.0 for the others.",
+       set_all_shed, "1.0"},
   };
   out.insert(out.end(), std::begin(rows), std::end(rows));
 }

@@ -30,8 +30,20 @@ std::unique_ptr<ScopeSampler> EndpointScopes::build(const Config& config) {
   return std::make_unique<EndpointScopes>(std::make_unique<EndpointSampler>(config));
 }
 
+namespace {
+// [[endpoint.shed]] is the shedder's, not the sampler's: a change there alone
+// keeps the probe and its windows.
+bool same_sampled_endpoints(const std::vector<EndpointConfig>& a, const std::vector<EndpointConfig>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](EndpointConfig x, EndpointConfig y) {
+    x.shed.clear();
+    y.shed.clear();
+    return x == y;
+  });
+}
+}  // namespace
+
 bool EndpointScopes::same(const Config& running, const Config& next) {
-  return running.endpoints == next.endpoints && running.ebpf == next.ebpf && running.interval == next.interval &&
+  return same_sampled_endpoints(running.endpoints, next.endpoints) && running.ebpf == next.ebpf && running.interval == next.interval &&
          running.smoothing == next.smoothing && running.proc_root == next.proc_root &&
          running.sys_root == next.sys_root && running.endpoint_instances == next.endpoint_instances &&
          running.instance_grace == next.instance_grace && running.cgroup_version == next.cgroup_version;

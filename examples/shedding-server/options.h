@@ -34,6 +34,26 @@ std::optional<Priority> parse_priority(std::string_view text);
 // "1ms", "250us", "0.5s", "0": CPU time per request.
 std::optional<int64_t> parse_duration_ns(std::string_view text);
 
+// --delay: the wall-clock time a worker sleeps after --cost, drawn per
+// request: none, a fixed duration, or log-normal around a median,
+// exp(ln(median) + sigma * N(0, 1)).
+struct Delay {
+  enum class Kind { none, fixed, lognormal };
+  Kind kind = Kind::none;
+  int64_t fixed_ns = 0;
+  double median_ns = 0;
+  double sigma = 0;
+};
+// "0", "15ms", "lognormal:20ms,0.5" (median > 0 and at most 60s, sigma in [0, 3]).
+std::optional<Delay> parse_delay(std::string_view text);
+// One draw; `normal` is a standard normal variate (a pure function of it).
+int64_t delay_ns(const Delay& delay, double normal);
+// The k-th value of a fixed sequence of standard normal variates (splitmix64
+// and Box-Muller): the k-th request the workers take sleeps delay_ns(delay,
+// standard_normal(k)), so every run draws the same delays, whichever worker
+// takes which request.
+double standard_normal(uint64_t k);
+
 struct Options {
   std::string bind = "127.0.0.1";
   int port = 8080;
@@ -47,6 +67,10 @@ struct Options {
   int shed_status = 503;
   int workers = 1;
   int64_t cost_ns = 1'000'000;
+  Delay delay;
+  // --config: the thresholds of [[endpoint.shed]] of --scope's endpoint in
+  // this headroom.toml, re-read when it changes; empty: the flags'.
+  std::string config_file;
   bool no_shed = false;
   // --dependency: requests under dependency_path call it from the worker.
   std::string dependency;  // "a.b.c.d:port"; empty: none
@@ -61,7 +85,14 @@ struct Options {
 struct Flags {
   Options options;
   std::string stale_policy = "fail_open", default_priority = "DEGRADED", cost = "1ms", dependency_timeout = "5s";
+  std::string delay = "0";
+  // The threshold flags given on the command line (--signal, --shed-start,
+  // ...), which --config replaces.
+  std::vector<std::string> threshold_flags;
 };
+
+// The flags --config replaces.
+inline constexpr const char* kThresholdFlags[] = {"--signal", "--shed-start", "--critical-start", "--all-shed"};
 
 // Declares every flag on `app`, bound to `flags`.
 void add_flags(CLI::App& app, Flags& flags);
@@ -72,5 +103,9 @@ headroom::Result<Options> options_of(const Flags& flags);
 // Each signal with its defaults, overridden field by field by the flags.
 // orca::Shedder::create validates it and names the offending entry.
 orca::ShedderConfig shedder_config(const Options& opt);
+
+// The endpoint of an endpoint scope ("endpoint.play" -> "play"); empty for
+// any other scope.
+std::string endpoint_of_scope(std::string_view scope);
 
 }  // namespace shedding_server

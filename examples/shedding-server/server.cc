@@ -15,18 +15,20 @@
 //
 //   reader thread: follows the report directory (orca::ReportDirectory),
 //   updates an orca::Shedder and publishes its drop probabilities through
-//   atomics; the I/O thread only loads them.
+//   atomics; the I/O thread only loads them. With --config it also follows
+//   the file and replaces its Shedder when the thresholds change.
 //
 // What the server deliberately does NOT do: look at its own queue, latency or
 // CPU to decide. The only input is the report headroomd writes for --scope,
 // so the example shows the reference shedder, not a home-grown controller.
 //
 // The command line is options.{h,cc}, the HTTP/1.1 parsing http.{h,cc}, the
-// shed answer's headers shed_answer.{h,cc}.
+// shed answer's headers shed_answer.{h,cc}, the workers workers.{h,cc}, and
+// --config's file, followed by the reader thread, shed_config_watch.{h,cc}.
 //
 // Build (README.md, Makefile):
-//   c++ -std=c++20 -O2 server.cc options.cc http.cc dependency.cc shed_answer.cc
-//     $(pkg-config --cflags --libs headroom-orca) -pthread
+//   c++ -std=c++20 -O2 server.cc options.cc http.cc dependency.cc shed_answer.cc workers.cc
+//     shed_config_watch.cc $(pkg-config --cflags --libs headroom-orca) -pthread
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -36,18 +38,15 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -72,6 +71,8 @@
 #include "http.h"
 #include "options.h"
 #include "shed_answer.h"
+#include "shed_config_watch.h"
+#include "workers.h"
 
 namespace {
 
@@ -106,6 +107,18 @@ struct Published {
     return p.level > 0 ? level[p.level - 1].load(std::memory_order_relaxed)
                        : bucket[static_cast<int>(p.bucket)].load(std::memory_order_relaxed);
   }
+
+  // The thresholds in use, as /stats shows them (thresholds_json).
+  void set_config(std::string json) {
+    std::lock_guard lock(config_mu);
+    config_json = std::move(json);
+  }
+  std::string config() const {
+    std::lock_guard lock(config_mu);
+    return config_json;
+  }
+  mutable std::mutex config_mu;
+  std::string config_json = "[]";
 };
 
 // The reader thread: owns the ReportDirectory and the Shedder. It wakes on
@@ -127,8 +140,19 @@ void update_gate(const Options& opt, orca::ReportDirectory& dir, orca::Dependenc
   else gate.mark_stale();  // no report: the gate calls everything (fail open)
 }
 
+// --config changed and is good: a Shedder with the new thresholds, updated
+// by the report below in the same round.
+void follow_config(ShedConfigWatch& watch, orca::Shedder& shedder, Published& out) {
+  auto next = watch.poll();
+  if (!next) return;
+  auto replaced = orca::Shedder::create(*next);
+  if (!replaced) return;  // poll() checked it with the same validate_config
+  shedder = std::move(*replaced);
+  out.set_config(thresholds_json(*next));
+}
+
 void reader_loop(const Options& opt, orca::Shedder shedder, Published& out, orca::DependencyGate* gate,
-                 const std::atomic<bool>& stop) {
+                 std::optional<ShedConfigWatch> watch, const std::atomic<bool>& stop) {
   std::optional<orca::ReportDirectory> dir;
   std::string said;  // the last condition reported on stderr: each is said once
   auto say = [&](const std::string& what) {
@@ -137,6 +161,7 @@ void reader_loop(const Options& opt, orca::Shedder shedder, Published& out, orca
   };
   auto next_open = std::chrono::steady_clock::now();
   while (!stop.load(std::memory_order_relaxed)) {
+    if (watch) follow_config(*watch, shedder, out);
     if (!dir && std::chrono::steady_clock::now() >= next_open) {
       auto opened = orca::ReportDirectory::open(opt.orca_dir);
       if (opened) {
@@ -173,96 +198,6 @@ void reader_loop(const Options& opt, orca::Shedder shedder, Published& out, orca
     dir->wait(kReaderPollMs);  // a change, or 100 ms: then judge again
   }
 }
-
-// ------------------------------------------------------------- the workers
-
-int64_t thread_cpu_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-// Spends `cost_ns` of this thread's CPU time. Measured on the thread's own
-// CPU clock, so when the machine is contended a request takes longer in wall
-// time, as real work would.
-std::atomic<uint64_t> burn_result{0};  // keeps the arithmetic from being optimized away
-
-void burn_cpu(int64_t cost_ns, const std::atomic<bool>& stop) {
-  uint64_t x = 0x9e3779b97f4a7c15u;
-  const int64_t start = thread_cpu_ns();
-  while (thread_cpu_ns() - start < cost_ns && !stop.load(std::memory_order_relaxed))
-    for (int i = 0; i < 512; ++i) x = x * 6364136223846793005u + 1442695040888963407u;
-  burn_result.store(x, std::memory_order_relaxed);
-}
-
-struct Job {
-  uint64_t conn = 0;  // the connection's id, not its fd: it may close meanwhile
-  int bucket = 0;
-  int priority = 0;         // 1..100: what its dependency call is stamped with
-  bool head = false;        // HEAD: the response carries no body
-  bool keep_alive = true;
-  bool dependency = false;  // under --dependency-path: the worker calls the dependency for `path`
-  std::string path;
-  CallResult result = CallResult::ok;
-};
-
-// The FIFO queue in front of the workers, and the way back: finished jobs
-// are collected in `done` and the I/O thread woken through an eventfd.
-class WorkQueue {
- public:
-  explicit WorkQueue(int eventfd) : eventfd_(eventfd) {}
-  void push(Job job) {
-    { std::lock_guard lock(mu_); jobs_.push_back(job); }
-    cv_.notify_one();
-  }
-  std::size_t size() {
-    std::lock_guard lock(mu_);
-    return jobs_.size();
-  }
-  int in_progress() const { return active_.load(); }
-  void stop() {
-    { std::lock_guard lock(mu_); stopping_ = true; }
-    cv_.notify_all();
-  }
-  // dependency: this worker's connection to --dependency, null without one.
-  void work(int64_t cost_ns, DependencyClient* dependency, const std::atomic<bool>& stop) {
-    for (;;) {
-      Job job;
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-        if (stopping_) return;
-        job = jobs_.front();
-        jobs_.pop_front();
-        active_.fetch_add(1);
-      }
-      {
-        // The request's work at its priority: the dependency call carries it.
-        const orca::PriorityScope scope(job.priority);
-        burn_cpu(cost_ns, stop);
-        if (job.dependency && dependency) job.result = dependency->call(job.path);
-      }
-      active_.fetch_sub(1);
-      { std::lock_guard lock(done_mu_); done_.push_back(job); }
-      const uint64_t one = 1;
-      (void)!::write(eventfd_, &one, sizeof one);
-    }
-  }
-  std::vector<Job> take_done() {
-    std::lock_guard lock(done_mu_);
-    return std::exchange(done_, {});
-  }
-
- private:
-  int eventfd_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> jobs_;
-  bool stopping_ = false;
-  std::atomic<int> active_{0};  // jobs being worked on
-  std::mutex done_mu_;
-  std::vector<Job> done_;
-};
 
 // ------------------------------------------------------------ the I/O thread
 
@@ -476,6 +411,7 @@ class Server {
   std::string stats_json() {
     std::string j = "{\"shedding\":";
     j += opt_.no_shed ? "false" : "true";
+    j += ",\"shed_config\":" + pub_.config();
     j += ",\"buckets\":{";
     char buf[200];
     for (int b = 0; b < orca::kBucketCount; ++b) {
@@ -557,9 +493,10 @@ void announce(const Options& opt, const orca::ShedderConfig& config, int port) {
   if (opt.no_shed)
     std::fprintf(stderr, "%s: listening on %s:%d; --no-shed: serving everything\n", kProgram, opt.bind.c_str(), port);
   else
-    std::fprintf(stderr, "%s: listening on %s:%d; shedding on %s of %s in %s, stale: %s\n", kProgram,
+    std::fprintf(stderr, "%s: listening on %s:%d; shedding on %s of %s in %s, stale: %s%s%s\n", kProgram,
                  opt.bind.c_str(), port, signals.c_str(), opt.scope.c_str(), opt.orca_dir.c_str(),
-                 std::string(orca::stale_policy_name(opt.stale)).c_str());
+                 std::string(orca::stale_policy_name(opt.stale)).c_str(),
+                 opt.config_file.empty() ? "" : "; thresholds from ", opt.config_file.c_str());
 }
 
 int usage_error(const std::string& message) {
@@ -580,12 +517,20 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);  // prints help or the error
     return rc == 0 ? 0 : kExitUsage;
   }
+  for (const char* flag : kThresholdFlags)
+    if (app.count(flag) > 0) flags.threshold_flags.emplace_back(flag);
   auto options = options_of(flags);
   if (!options) return usage_error(options.error().message);
   const Options& opt = *options;
-  const orca::ShedderConfig config = shedder_config(opt);
+  std::optional<ShedConfigWatch> watch;
+  if (!opt.config_file.empty()) {
+    auto opened = ShedConfigWatch::open(opt.config_file, endpoint_of_scope(opt.scope), opt.stale);
+    if (!opened) return usage_error("--config: " + opened.error().to_string());
+    watch.emplace(std::move(*opened));
+  }
+  const orca::ShedderConfig config = watch ? watch->config() : shedder_config(opt);
   auto shedder = orca::Shedder::create(config);
-  if (!shedder) return usage_error("--signal: " + shedder.error().message);
+  if (!shedder) return usage_error((watch ? "--config: " : "--signal: ") + shedder.error().message);
 
   // SIGINT and SIGTERM arrive through a signalfd in the I/O loop: blocked
   // here, before any thread starts, so that every thread inherits the mask.
@@ -609,21 +554,23 @@ int main(int argc, char** argv) {
 
   std::atomic<bool> stop{false};
   Published published;
+  published.set_config(thresholds_json(config));
   WorkQueue queue(event_fd);
   std::vector<std::thread> threads;
   std::unique_ptr<orca::DependencyGate> gate;
   if (!opt.gate_scope.empty()) gate = std::make_unique<orca::DependencyGate>();  // the default options
   const auto dependency = parse_ipv4_endpoint(opt.dependency);
   const auto timeout = std::chrono::milliseconds(opt.dependency_timeout_ns / 1'000'000);
+  const WorkerSettings settings{opt.cost_ns, opt.delay};
   for (int i = 0; i < opt.workers; ++i)
     threads.emplace_back([&] {
       std::optional<DependencyClient> client;
       if (dependency) client.emplace(*dependency, timeout);
-      queue.work(opt.cost_ns, client ? &*client : nullptr, stop);
+      queue.work(settings, client ? &*client : nullptr, stop);
     });
   if (!opt.no_shed || gate)
-    threads.emplace_back([&, s = std::move(*shedder)]() mutable {
-      reader_loop(opt, std::move(s), published, gate.get(), stop);
+    threads.emplace_back([&, s = std::move(*shedder), w = std::move(watch)]() mutable {
+      reader_loop(opt, std::move(s), published, gate.get(), std::move(w), stop);
     });
   announce(opt, config, ntohs(bound.sin_port));
 

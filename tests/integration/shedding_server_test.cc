@@ -14,11 +14,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -796,6 +798,159 @@ TEST_F(SheddingServer, DependencyCallCarriesTheRequestsPriority) {
     EXPECT_EQ(header_value(heads[i], orca::kPriorityHeader), std::optional<std::string>(cases[i].stamped))
         << "request " << i << " with x-priority " << cases[i].header.value_or("(none)") << ":\n" << heads[i];
   }
+}
+
+// --config: the thresholds of [[endpoint.shed]] for --scope's endpoint in a
+// headroom.toml (headroom/orca/shedder_config.h).
+std::string endpoint_shed_toml(double shed_start, double critical_start) {
+  char shed[256];
+  std::snprintf(shed, sizeof shed,
+                "[[endpoint.shed]]\nsignal = \"utilization.concurrency\"\nshed_start = %g\ncritical_start = %g\n"
+                "all_shed = 1.0\n",
+                shed_start, critical_start);
+  return "[[endpoint]]\nname = \"play\"\nport = 8080\ntarget = \"10ms\"\nmax = \"50ms\"\n" + std::string(shed);
+}
+
+// The "shed_config" array of a /stats answer.
+std::string shed_config_of(const std::string& stats) {
+  const std::size_t at = stats.find("\"shed_config\":[");
+  if (at == std::string::npos) return {};
+  const std::size_t end = stats.find(']', at);
+  return stats.substr(at + 14, end == std::string::npos ? std::string::npos : end - at - 13);
+}
+
+// Replaces the file as an editor would: a new file renamed over the old one.
+void replace_file(const TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string tmp = dir.write("." + name + ".new", text);
+  ASSERT_EQ(std::rename(tmp.c_str(), (dir / name).c_str()), 0);
+}
+
+// 13. --config sheds per the file: at 0.4 with shed_start 0.2 and
+// critical_start 0.5, BULK and BEST_EFFORT are all shed and CRITICAL and
+// DEGRADED not (the flags' defaults, 0.6 and 0.8, would shed nothing);
+// /stats shows the thresholds in use.
+TEST_F(SheddingServer, ConfigShedsPerTheFilesThresholds) {
+  publish(0.4);
+  const TempDir conf;
+  const std::string file = conf.write("headroom.toml", endpoint_shed_toml(0.2, 0.5));
+  ShedServer server({"--orca-dir", orca_.path(), "--scope", kScope, "--config", file, "--cost", "0"}, logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == 1; }, 5s)) << stats(c);
+  EXPECT_EQ(shed_count(c, "BULK", 100), 100);
+  EXPECT_EQ(shed_count(c, "BEST_EFFORT", 100), 100);
+  EXPECT_EQ(shed_count(c, "DEGRADED", 100), 0);
+  EXPECT_EQ(shed_count(c, "CRITICAL", 100), 0);
+  EXPECT_EQ(shed_config_of(stats(c)),
+            "[{\"signal\":\"utilization.concurrency\",\"shed_start\":0.2,\"critical_start\":0.5,\"all_shed\":1}]");
+  EXPECT_NE(server.err().find("thresholds from " + file), std::string::npos) << server.err();
+}
+
+// 14. The file is followed: a good rewrite is in use (and in /stats) within
+// 2 s and said once on stderr; a bad one keeps the last good thresholds and
+// says why, with the file's line and key. Without --config, /stats shows the
+// flags' thresholds.
+TEST_F(SheddingServer, ConfigRewritesAreFollowedAndABadOneIsKeptOut) {
+  publish(0.4);
+  const TempDir conf;
+  const std::string file = conf.write("headroom.toml", endpoint_shed_toml(0.2, 0.5));
+  ShedServer server({"--orca-dir", orca_.path(), "--scope", kScope, "--config", file, "--cost", "0"}, logs_);
+  ASSERT_GT(server.port(), 0);
+  Client c(server.port());
+  ASSERT_TRUE(eventually([&] { return stat(stats(c), "", "seq") == 1; }, 5s)) << stats(c);
+  EXPECT_EQ(stat(stats(c), "DEGRADED", "probability"), 0.0);
+
+  replace_file(conf, "headroom.toml", endpoint_shed_toml(0.1, 0.3));
+  ASSERT_TRUE(eventually([&] { return shed_config_of(stats(c)).find("\"shed_start\":0.1,") != std::string::npos; },
+                         2s))
+      << stats(c);
+  EXPECT_EQ(stat(stats(c), "DEGRADED", "probability"), 1.0) << stats(c);  // the new thresholds decide
+  EXPECT_EQ(shed_count(c, "DEGRADED", 50), 50);
+  const std::string reloaded = "shed config reloaded from " + file + ": utilization.concurrency 0.1..0.3..1\n";
+  EXPECT_NE(server.err().find(reloaded), std::string::npos) << server.err();
+
+  conf.write("headroom.toml", endpoint_shed_toml(0.1, 0.05));  // critical_start below shed_start
+  ASSERT_TRUE(eventually([&] { return server.err().find("not reloaded") != std::string::npos; }, 2s)) << server.err();
+  std::this_thread::sleep_for(300ms);  // a few more wakes: said once, not again
+  const std::string err = server.err();
+  EXPECT_NE(err.find(file + ":9:18: endpoint[0].shed[0].critical_start: critical_start (0.05)"), std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("not reloaded"), err.rfind("not reloaded")) << err;
+  EXPECT_NE(shed_config_of(stats(c)).find("\"shed_start\":0.1,\"critical_start\":0.3,"), std::string::npos)
+      << stats(c);
+  EXPECT_EQ(shed_count(c, "DEGRADED", 50), 50);
+  EXPECT_EQ(shed_count(c, "CRITICAL", 20), 0);
+
+  ShedServer flags(shed_args({"--shed-start", "0.3"}), logs_);
+  ASSERT_GT(flags.port(), 0);
+  Client f(flags.port());
+  EXPECT_EQ(shed_config_of(stats(f)),
+            "[{\"signal\":\"utilization.concurrency\",\"shed_start\":0.3,\"critical_start\":0.8,\"all_shed\":1}]");
+}
+
+// 15. --config's conflicts and a bad file at start: exit 64, naming the
+// flags or the file's line; --delay's bad values likewise.
+TEST_F(SheddingServer, ConfigAndDelayFlagsAreChecked) {
+  const TempDir conf;
+  const std::string good = conf.write("good.toml", endpoint_shed_toml(0.2, 0.5));
+  const std::string bad = conf.write("bad.toml", endpoint_shed_toml(0.6, 0.5));
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {SHEDDING_SERVER_PATH, "--port", "0", "--orca-dir", orca_.path()});
+    return testing::run(std::move(args), logs_, 10s);
+  };
+  const auto with_flags = run({"--scope", kScope, "--config", good, "--signal", "cpu_utilization", "--critical-start", "0.9"});
+  EXPECT_EQ(with_flags.code, 64);
+  EXPECT_NE(with_flags.err.find("--config cannot be combined with --signal, --critical-start"), std::string::npos)
+      << with_flags.err;
+  EXPECT_EQ(with_flags.out.find("port="), std::string::npos);
+  const auto node = run({"--scope", "node", "--config", good});
+  EXPECT_EQ(node.code, 64);
+  EXPECT_NE(node.err.find("--config needs --scope endpoint.NAME"), std::string::npos) << node.err;
+  const auto other = run({"--scope", "endpoint.api", "--config", good});
+  EXPECT_EQ(other.code, 64);
+  EXPECT_NE(other.err.find(good + ": no [[endpoint]] named \"api\""), std::string::npos) << other.err;
+  const auto invalid = run({"--scope", kScope, "--config", bad});
+  EXPECT_EQ(invalid.code, 64);
+  EXPECT_NE(invalid.err.find(bad + ":9:18: endpoint[0].shed[0].critical_start"), std::string::npos) << invalid.err;
+  const auto missing = run({"--scope", kScope, "--config", conf / "absent.toml"});
+  EXPECT_EQ(missing.code, 64);
+  EXPECT_NE(missing.err.find("absent.toml"), std::string::npos) << missing.err;
+  for (const char* delay : {"lognormal:20ms", "lognormal:0,0.5", "lognormal:20ms,-1", "20", "soon"}) {
+    const auto r = run({"--no-shed", "--delay", delay});
+    EXPECT_EQ(r.code, 64) << delay;
+    EXPECT_NE(r.err.find("--delay " + std::string(delay)), std::string::npos) << r.err;
+  }
+}
+
+// 16. --delay lognormal:20ms,0.5 with 64 workers: 400 requests from 16
+// connections at once (no queueing) take a time whose median and p90 are
+// within 10 % of the distribution's, 20 ms and 20 ms x exp(1.2816 x 0.5).
+TEST_F(SheddingServer, DelayLognormalGivesItsQuantiles) {
+  ShedServer server({"--no-shed", "--cost", "0", "--workers", "64", "--delay", "lognormal:20ms,0.5"}, logs_);
+  ASSERT_GT(server.port(), 0);
+  constexpr int kClients = 16, kEach = 25;
+  std::mutex mu;
+  std::vector<double> ms;
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i)
+    clients.emplace_back([&] {
+      Client c(server.port());
+      for (int k = 0; k < kEach; ++k) {
+        const auto start = Clock::now();
+        const auto r = c.get("/work");
+        const double took = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+        if (!r || r->status != 200) return;
+        std::lock_guard lock(mu);
+        ms.push_back(took);
+      }
+    });
+  for (auto& t : clients) t.join();
+  ASSERT_EQ(ms.size(), static_cast<std::size_t>(kClients * kEach));
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2], p90 = ms[ms.size() * 9 / 10];
+  const double want_median = 20.0, want_p90 = 20.0 * std::exp(1.2816 * 0.5);
+  EXPECT_NEAR(median, want_median, 0.1 * want_median);
+  EXPECT_NEAR(p90, want_p90, 0.1 * want_p90);
 }
 
 }  // namespace

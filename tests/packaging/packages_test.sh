@@ -50,7 +50,8 @@ grep -q 'systemctl stop headroomd.service' "$work/control/prerm" || fail "prerm 
 grep -q 'rm -rf /etc/headroom' "$work/control/postrm" || fail "postrm purge does not remove /etc/headroom"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
-for d in libprotobuf libspdlog libfmt libsystemd0 libc6 procps libgrpc++; do
+# libtomlplusplus3: headroomd's configuration and libheadroom-orca's shedder_config.h.
+for d in libprotobuf libspdlog libfmt libsystemd0 libc6 procps libgrpc++ libtomlplusplus; do
   case "$depends" in *"$d"*) ;; *) fail "Depends lacks $d (CPACK_DEBIAN_PACKAGE_SHLIBDEPS)" ;; esac
 done
 case "$depends" in *headroom*) fail "Depends names the package itself: $depends" ;; esac

@@ -26,10 +26,15 @@ using namespace headroom::agent::config_cases;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-// A valid entry of a repeated section, with `key` set to `value` instead.
+// A valid entry of a repeated section, with `key` set to `value` instead; a
+// nested section's entry comes inside a valid entry of its parent.
 std::string entry_with(std::string_view section, std::string_view key, const std::string& value) {
   std::map<std::string, std::string, std::less<>> keys;
-  if (section == "endpoint")
+  std::string parent;
+  if (section == "endpoint.shed") {
+    parent = "[[endpoint]]\nname = \"a\"\nport = 80\ntarget = \"10ms\"\nmax = \"100ms\"\n";
+    keys = {{"signal", "\"cpu_utilization\""}, {"shed_start", "0.6"}, {"critical_start", "0.8"}};
+  } else if (section == "endpoint")
     keys = {{"name", "\"a\""}, {"port", "80"}, {"target", "\"10ms\""}, {"max", "\"100ms\""}};
   else if (section == "dependency" && key == "address")  // address takes port's place: one of the two
     keys = {{"name", "\"a\""}, {"target", "\"10ms\""}, {"max", "\"100ms\""}};
@@ -38,7 +43,7 @@ std::string entry_with(std::string_view section, std::string_view key, const std
   else
     keys = {{"file", "\"/run/orca/envoy/node.pressure\""}};
   keys[std::string(key)] = value;
-  std::string out = "[[" + std::string(section) + "]]\n";
+  std::string out = parent + "[[" + std::string(section) + "]]\n";
   for (const auto& [k, v] : keys) out += k + " = " + v + "\n";
   return out;
 }
@@ -66,7 +71,11 @@ TEST(ConfigKeyTable, EveryRowIsParsed) {
                                               : "[" + std::string(row.section) + "]\n" + std::string(row.key) +
                                                     " = 2024-01-02\n";
     const Error e = must_fail(text);
-    const std::string key = std::string(row.section) + (section.repeated ? "[0]." : ".") + std::string(row.key);
+    // A nested section's key is inside its parent's entry: endpoint[0].shed[0].signal.
+    const std::string entry = section.within.empty()
+                                  ? std::string(row.section)
+                                  : std::string(section.within) + "[0]" + std::string(row.section.substr(section.within.size()));
+    const std::string key = entry + (section.repeated ? "[0]." : ".") + std::string(row.key);
     EXPECT_EQ(e.key, key) << e.to_string();
     EXPECT_THAT(e.message, HasSubstr("got date 2024-01-02")) << e.to_string();
     EXPECT_THAT(e.message, ::testing::Not(HasSubstr("unknown"))) << e.to_string();

@@ -34,6 +34,9 @@ TEST(ConfigReference, EveryRowInEveryFormat) {
     const std::string toml = must(reference(ReferenceFormat::toml, row.section));
     if (row.type == KeyType::table)
       EXPECT_THAT(toml, HasSubstr("\n[" + std::string(row.section) + "." + std::string(row.key) + "]\n"));
+    else if (row.type == KeyType::tables)  // its entries are its own region's: [[endpoint.shed]]
+      EXPECT_THAT(must(reference(ReferenceFormat::toml, std::string(row.section) + "." + std::string(row.key))),
+                  HasSubstr("# [[" + std::string(row.section) + "." + std::string(row.key) + "]]\n"));
     else
       EXPECT_THAT(toml, HasSubstr(std::string(row.key) + " = ")) << row.key;
     EXPECT_THAT(must(reference(ReferenceFormat::dict, "keys")), HasSubstr("\n\"" + std::string(row.key) + "\"\n"));

@@ -74,6 +74,8 @@ struct SignalThresholds {
   double shed_start = 0.6;      // non-critical shedding starts
   double critical_start = 0.8;  // CRITICAL shedding starts
   double all_shed = 1.0;        // everything dropped at or above
+
+  bool operator==(const SignalThresholds&) const = default;
 };
 
 // The error names the offending field: "critical_start (0.5) must be greater
