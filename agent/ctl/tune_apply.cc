@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/config/duration.h"
+#include "agent/config/config.h"
 #include "headroom/orca/names.h"
 #include "headroom/orca/report.h"
 #include "headroom/orca/report_reader.h"
@@ -25,10 +25,6 @@
 
 namespace headroom::ctl::tune {
 namespace {
-
-std::string at(const std::string& source, const toml::node& node) {
-  return source + ":" + std::to_string(node.source().begin.line) + ": ";
-}
 
 Result<toml::table> parse(std::string_view text, const std::string& source) {
   try {
@@ -49,53 +45,6 @@ Result<const toml::table*> endpoint_table(const toml::table& root, const std::st
   return logic_error(source + ": no [[endpoint]] with name = \"" + name + "\"; give --endpoint one of the file's endpoints");
 }
 
-Result<std::chrono::nanoseconds> duration_key(const toml::table& t, const std::string& source, const std::string& name,
-                                              const char* key) {
-  const auto* node = t.get(key);
-  if (node == nullptr)
-    return logic_error(source + ":" + std::to_string(t.source().begin.line) + ": [[endpoint]] " + name + " has no " + key +
-                       "; validate judges the spike against the endpoint's target and max: add " + key + " = \"50ms\"");
-  const auto* text = node->as_string();
-  if (text == nullptr) return logic_error(at(source, *node) + key + ": expected a duration string such as \"50ms\"");
-  auto d = agent::parse_duration_checked(text->get());
-  if (!d) return logic_error(at(source, *node) + key + ": " + d.error().message);
-  if (d->count() <= 0) return logic_error(at(source, *node) + key + ": must be above 0");
-  return *d;
-}
-
-Result<double> number_key(const toml::table& t, const std::string& source, const char* key) {
-  const auto* node = t.get(key);
-  if (node == nullptr)
-    return logic_error(source + ":" + std::to_string(t.source().begin.line) + ": [[endpoint.shed]] has no " + key);
-  if (auto v = node->value<double>(); v && std::isfinite(*v)) return *v;
-  return logic_error(at(source, *node) + key + ": expected a number");
-}
-
-Result<ShedEntry> shed_entry(const toml::table& t, const std::string& source) {
-  const auto* signal = t.get_as<std::string>("signal");
-  if (signal == nullptr)
-    return logic_error(source + ":" + std::to_string(t.source().begin.line) + ": [[endpoint.shed]] has no signal");
-  if (!orca::is_known_signal(signal->get()))
-    return logic_error(at(source, *signal) + "signal \"" + signal->get() + "\": unknown; expected application_utilization, " +
-                       "cpu_utilization, mem_utilization or utilization.<key>");
-  ShedEntry e{signal->get(), orca::default_thresholds(signal->get())};
-  auto start = number_key(t, source, "shed_start");
-  if (!start) return std::move(start).error();
-  auto critical = number_key(t, source, "critical_start");
-  if (!critical) return std::move(critical).error();
-  e.thresholds.shed_start = *start;
-  e.thresholds.critical_start = *critical;
-  if (t.contains("all_shed")) {
-    auto all = number_key(t, source, "all_shed");
-    if (!all) return std::move(all).error();
-    e.thresholds.all_shed = *all;
-  }
-  if (auto ok = orca::validate_thresholds(e.thresholds); !ok)
-    return logic_error(source + ":" + std::to_string(t.source().begin.line) + ": [[endpoint.shed]] " + e.signal + ": " +
-                       ok.error().message);
-  return e;
-}
-
 // Replaces `key = <number>` on line `line` (1-based) of `lines`.
 bool replace_value(std::vector<std::string>& lines, std::size_t line, const std::string& key, double value) {
   if (line == 0 || line > lines.size()) return false;
@@ -112,34 +61,23 @@ bool replace_value(std::vector<std::string>& lines, std::size_t line, const std:
 }  // namespace
 
 Result<EndpointUnderTest> endpoint_of(std::string_view text, const std::string& source, const std::string& name) {
-  auto root = parse(text, source);
-  if (!root) return std::move(root).error();
-  auto t = endpoint_table(*root, source, name);
-  if (!t) return std::move(t).error();
-  EndpointUnderTest e;
-  e.name = name;
-  auto target = duration_key(**t, source, name, "target");
-  if (!target) return std::move(target).error();
-  auto max = duration_key(**t, source, name, "max");
-  if (!max) return std::move(max).error();
-  e.target = *target;
-  e.max = *max;
-  if (e.max < e.target) return logic_error(source + ": [[endpoint]] " + name + ": max is below target");
-  if (const auto* node = (*t)->get("shed"); node != nullptr) {
-    const auto* entries = node->as_array();
-    if (entries == nullptr) return logic_error(at(source, *node) + "shed: expected [[endpoint.shed]] tables");
-    for (const auto& entry : *entries) {
-      const auto* st = entry.as_table();
-      if (st == nullptr) return logic_error(at(source, entry) + "[[endpoint.shed]]: expected a table");
-      auto s = shed_entry(*st, source);
-      if (!s) return std::move(s).error();
-      for (const auto& seen : e.shed)
-        if (seen.signal == s->signal)
-          return logic_error(at(source, *st) + "[[endpoint.shed]]: signal " + s->signal + " given twice for " + name);
-      e.shed.push_back(std::move(*s));
-    }
+  // The file as headroomd reads it: the canary's headroomd is about to run it,
+  // and its [[endpoint.shed]] entries are checked there as the shedder checks them.
+  auto config = agent::parse_config(text, source);
+  if (!config) return std::move(config).error();
+  for (const auto& endpoint : config->endpoints) {
+    if (endpoint.name != name) continue;
+    EndpointUnderTest e;
+    e.name = name;
+    e.target = endpoint.target;
+    e.max = endpoint.max;
+    for (const auto& [signal, thresholds] : endpoint.shed) e.shed.push_back(ShedEntry{signal, thresholds});
+    return e;
   }
-  return e;
+  std::string names;
+  for (const auto& endpoint : config->endpoints) names += (names.empty() ? "" : ", ") + endpoint.name;
+  return logic_error(source + ": no [[endpoint]] with name = \"" + name + "\"; give --endpoint one of the file's endpoints" +
+                     (names.empty() ? " (it declares none)" : " (" + names + ")"));
 }
 
 Result<std::string> with_thresholds(std::string_view text, const std::string& source, const std::string& name,

@@ -84,59 +84,6 @@ Error at(const std::string& file, const toml::source_region& where, std::string 
   return e;
 }
 
-// Each [[endpoint.shed]] of `root` as the shedder reads it.
-Result<void> check_shed(const toml::table& root, const std::string& name) {
-  auto* endpoints = root["endpoint"].as_array();
-  if (endpoints == nullptr) return {};
-  for (std::size_t i = 0; i < endpoints->size(); ++i) {
-    const auto* e = endpoints->get(i)->as_table();
-    if (e == nullptr || !e->contains("shed")) continue;
-    const std::string key = "endpoint[" + std::to_string(i) + "].shed";
-    const auto* shed = e->get("shed")->as_array();
-    if (shed == nullptr) return at(name, e->get("shed")->source(), key, "must be an array of tables ([[endpoint.shed]])");
-    std::set<std::string> seen;
-    for (std::size_t j = 0; j < shed->size(); ++j) {
-      const std::string k = key + "[" + std::to_string(j) + "]";
-      const auto* t = shed->get(j)->as_table();
-      if (t == nullptr) return at(name, shed->get(j)->source(), k, "must be a table");
-      const auto signal = (*t)["signal"].value<std::string>();
-      if (!signal || !orca::is_known_signal(*signal))
-        return at(name, t->source(), k + ".signal", "is not a signal the shedder knows");
-      if (!seen.insert(*signal).second) return at(name, t->source(), k + ".signal", *signal + " is listed twice");
-      orca::SignalThresholds th = orca::default_thresholds(*signal);
-      const auto start = (*t)["shed_start"].value<double>();
-      const auto critical = (*t)["critical_start"].value<double>();
-      if (!start || !critical) return at(name, t->source(), k, "shed_start and critical_start are required");
-      th.shed_start = *start;
-      th.critical_start = *critical;
-      th.all_shed = (*t)["all_shed"].value<double>().value_or(th.all_shed);
-      if (auto v = orca::validate_thresholds(th); !v) return at(name, t->source(), k, v.error().message);
-    }
-  }
-  return {};
-}
-
-// The text with each [[endpoint.shed]] table's lines made comments, so
-// that a reader without that section reports the file's own lines.
-std::string without_shed_tables(std::string_view text) {
-  std::string out;
-  bool in_shed = false;
-  while (!text.empty()) {
-    const std::size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl == std::string_view::npos ? text.size() : nl + 1);
-    text.remove_prefix(line.size());
-    std::string_view trimmed = line.substr(std::min(line.find_first_not_of(" \t"), line.size()));
-    if (trimmed.starts_with("[")) {
-      std::string header(trimmed.substr(0, trimmed.find(']') == std::string_view::npos ? 0 : trimmed.find(']') + 2));
-      std::erase(header, ' ');
-      in_shed = header == "[[endpoint.shed]]";
-    }
-    if (in_shed) out += "# ";
-    out += line;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string utc_time(int64_t unix_seconds) {
@@ -188,16 +135,9 @@ Result<std::string> tuned_file(std::string_view input, const std::string& input_
 }
 
 Result<void> check_tuned_file(std::string_view text, const std::string& name) {
-  toml::table root;
-  try {
-    root = toml::parse(text, std::string_view(name));
-  } catch (const toml::parse_error& e) {
-    return at(name, e.source(), "", "TOML syntax error: " + std::string(e.description()));
-  }
-  if (auto r = check_shed(root, name); !r) return r;
-  // The rest as headroomd reads it, [[endpoint.shed]] checked above as the
-  // shedder reads it.
-  if (auto c = agent::parse_config(without_shed_tables(text), name); !c) return std::move(c).error();
+  // As headroomd reads it: its [[endpoint.shed]] entries are checked there
+  // with the shedder's own checker (orca::check_shed_entry).
+  if (auto c = agent::parse_config(text, name); !c) return std::move(c).error();
   return {};
 }
 

@@ -136,7 +136,7 @@ Checked<Prepared> prepare(const TuneOptions& o, bool search) {
   text << in.rdbuf();
   p.text = text.str();
   auto endpoint = t::endpoint_of(p.text, o.file, o.endpoint);
-  if (!endpoint) return Exit{kExitUsage, endpoint.error().message};
+  if (!endpoint) return Exit{kExitUsage, endpoint.error().to_string()};
   p.endpoint = std::move(*endpoint);
   if (search && p.endpoint.shed.empty())
     return Exit{kExitUsage, o.file + ": [[endpoint]] " + o.endpoint +

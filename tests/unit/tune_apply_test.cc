@@ -28,6 +28,7 @@ using std::chrono::milliseconds;
 constexpr const char* kFile = R"(# proposed by tune recommend
 [[endpoint]]
 name = "search"
+port = 8081
 target = "10ms"
 max = "20ms"
 
@@ -65,34 +66,34 @@ TEST(TuneFile, ReadsTheEndpointsTargetMaxAndShedEntries) {
 }
 
 TEST(TuneFile, ErrorsNameTheFileTheLineAndWhatIsMissing) {
-  const std::string ep = "[[endpoint]]\nname = \"play\"\n";
+  const std::string ep = "[[endpoint]]\nname = \"play\"\nport = 8080\n";
   struct Case {
     std::string text, endpoint, want;
   };
   const std::vector<Case> cases = {
-      {ep + "target = \"10ms\"\n", "play", "f.toml:1: [[endpoint]] play has no max"},
-      {ep + "max = \"10ms\"\n", "play", "f.toml:1: [[endpoint]] play has no target"},
-      {ep + "target = 10\nmax = \"20ms\"\n", "play", "f.toml:3: target: expected a duration string"},
-      {ep + "target = \"10 parsecs\"\nmax = \"20ms\"\n", "play", "f.toml:3: target:"},
-      {ep + "target = \"30ms\"\nmax = \"20ms\"\n", "play", "max is below target"},
-      {ep, "other", "f.toml: no [[endpoint]] with name = \"other\""},
+      {ep + "target = \"10ms\"\n", "play", "f.toml:1:1: endpoint[0].max: is required"},
+      {ep + "max = \"10ms\"\n", "play", "f.toml:1:1: endpoint[0].target: is required"},
+      {ep + "target = 10\nmax = \"20ms\"\n", "play", "f.toml:4:10: endpoint[0].target: expected a duration string"},
+      {ep + "target = \"10 parsecs\"\nmax = \"20ms\"\n", "play", "f.toml:4:10: endpoint[0].target: invalid duration"},
+      {ep + "target = \"30ms\"\nmax = \"20ms\"\n", "play", "f.toml:5:7: endpoint[0].max: must be at least target"},
+      {ep + "target = \"10ms\"\nmax = \"20ms\"\n", "other", "f.toml: no [[endpoint]] with name = \"other\"; give --endpoint one of the file's endpoints (play)"},
       {"[[endpoint]\n", "play", "f.toml:1:"},
       {ep + "target = \"10ms\"\nmax = \"20ms\"\n[[endpoint.shed]]\nsignal = \"bogus\"\nshed_start = 0.1\ncritical_start = 0.2\n",
-       "play", "f.toml:6: signal \"bogus\": unknown"},
+       "play", "f.toml:7:10: endpoint[0].shed[0].signal: unknown signal \"bogus\""},
       {ep + "target = \"10ms\"\nmax = \"20ms\"\n[[endpoint.shed]]\nsignal = \"cpu_utilization\"\ncritical_start = 0.2\n", "play",
-       "f.toml:5: [[endpoint.shed]] has no shed_start"},
+       "f.toml:6:1: endpoint[0].shed[0].shed_start: is required"},
       {ep + "target = \"10ms\"\nmax = \"20ms\"\n[[endpoint.shed]]\nsignal = \"cpu_utilization\"\nshed_start = 0.9\n"
             "critical_start = 0.2\n",
-       "play", "f.toml:5: [[endpoint.shed]] cpu_utilization: critical_start"},
+       "play", "f.toml:9:18: endpoint[0].shed[0].critical_start: critical_start (0.2) must be"},
       {ep + "target = \"10ms\"\nmax = \"20ms\"\n[[endpoint.shed]]\nsignal = \"cpu_utilization\"\nshed_start = 0.1\n"
             "critical_start = 0.2\n[[endpoint.shed]]\nsignal = \"cpu_utilization\"\nshed_start = 0.1\ncritical_start = 0.2\n",
-       "play", "signal cpu_utilization given twice"},
+       "play", "f.toml:11:10: endpoint[0].shed[1].signal: signal \"cpu_utilization\" is listed twice"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.text);
     auto e = endpoint_of(c.text, "f.toml", c.endpoint);
     ASSERT_FALSE(e.ok());
-    EXPECT_NE(e.error().message.find(c.want), std::string::npos) << e.error().message;
+    EXPECT_NE(e.error().to_string().find(c.want), std::string::npos) << e.error().to_string();
   }
 }
 

@@ -20,6 +20,7 @@ using testing::TempDir;
 
 constexpr const char* kGood = R"([[endpoint]]
 name = "play"
+port = 8080
 target = "37.9ms"
 max = "64.1ms"
 
@@ -58,8 +59,8 @@ struct Case {
 
 TEST_F(TuneCli, BadInputExitsWithItsCodeAndSaysWhatToFix) {
   const std::string good = dir_.write("good.toml", kGood);
-  const std::string nomax = dir_.write("nomax.toml", "[[endpoint]]\nname = \"play\"\ntarget = \"10ms\"\n");
-  const std::string noshed = dir_.write("noshed.toml", "[[endpoint]]\nname = \"play\"\ntarget = \"10ms\"\nmax = \"20ms\"\n");
+  const std::string nomax = dir_.write("nomax.toml", "[[endpoint]]\nname = \"play\"\nport = 8080\ntarget = \"10ms\"\n");
+  const std::string noshed = dir_.write("noshed.toml", "[[endpoint]]\nname = \"play\"\nport = 8080\ntarget = \"10ms\"\nmax = \"20ms\"\n");
   const std::string broken = dir_.write("broken.toml", "[[endpoint]\n");
   const std::string config = dir_ / "absent-headroom.toml";
   const std::vector<std::string> local = {"--target", "127.0.0.1:9/play", "--endpoint", "play"};
@@ -74,7 +75,7 @@ TEST_F(TuneCli, BadInputExitsWithItsCodeAndSaysWhatToFix) {
       {"unknown flag", with({"validate", good}, with(local, {"--bogus"})), 64, "--bogus"},
       {"bad --spike", with({"validate", good}, with(local, {"--spike", "0.5"})), 64, "--spike"},
       {"unreadable FILE", with({"validate", dir_ / "absent.toml"}, local), 64, "absent.toml: cannot read"},
-      {"FILE without max", with({"validate", nomax}, local), 64, "nomax.toml:1: [[endpoint]] play has no max"},
+      {"FILE without max", with({"validate", nomax}, local), 64, "nomax.toml:1:1: endpoint[0].max: is required"},
       {"FILE not TOML", with({"validate", broken}, local), 64, "broken.toml:1:"},
       {"endpoint not in FILE", {"validate", good, "--target", "127.0.0.1:9", "--endpoint", "other"}, 64,
        "no [[endpoint]] with name = \"other\""},

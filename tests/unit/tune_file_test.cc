@@ -92,18 +92,16 @@ Provenance provenance() {
 TEST(TunedFile, TheRecommendationReplacesTargetMaxAndShedAndKeepsTheRest) {
   const auto text = tuned_file(kInput, "in.toml", {play(), quiet()}, provenance());
   ASSERT_TRUE(text) << text.error().to_string();
-  // headroomd reads it (the [[endpoint.shed]] checked as the shedder does).
+  // headroomd reads it as it is, [[endpoint.shed]] included.
   ASSERT_TRUE(check_tuned_file(*text, "out.toml")) << check_tuned_file(*text, "out.toml").error().to_string() << *text;
-  // The rest, as headroomd's reader sees it: the file up to its first
-  // [[endpoint.shed]], then from the next [[endpoint]].
-  const std::size_t shed = text->find("[[endpoint.shed]]");
-  ASSERT_NE(shed, std::string::npos);
-  const std::string without_shed = text->substr(0, shed) + text->substr(text->find("[[endpoint]]", shed));
-  const auto config = agent::parse_config(without_shed, "out.toml");
-  ASSERT_TRUE(config) << config.error().to_string() << "\n" << without_shed;
+  const auto config = agent::parse_config(*text, "out.toml");
+  ASSERT_TRUE(config) << config.error().to_string() << "\n" << *text;
   ASSERT_EQ(config->endpoints.size(), 2u);
   EXPECT_EQ(config->endpoints[0].target, std::chrono::microseconds(37900));
   EXPECT_EQ(config->endpoints[0].max, std::chrono::microseconds(64100));
+  ASSERT_FALSE(config->endpoints[0].shed.empty());
+  EXPECT_EQ(config->endpoints[0].shed[0].first, "cpu_utilization");
+  EXPECT_TRUE(config->endpoints[1].shed.empty());
   // quiet kept as it was, every other section too.
   EXPECT_EQ(config->endpoints[1].target, std::chrono::milliseconds(5));
   EXPECT_EQ(config->endpoints[1].max_concurrency, 16u);
@@ -147,13 +145,13 @@ TEST(TunedFile, FromMetricsTheRangeIsNow) {
   EXPECT_THAT(*text, HasSubstr("cpu_utilization: expected now 0.410;"));
 }
 
-TEST(CheckTunedFile, TheShedderAndHeadroomdsReaderHaveTheirSay) {
+TEST(CheckTunedFile, HeadroomdsReaderAndTheSheddersCheckerHaveTheirSay) {
   const std::string base = "[[endpoint]]\nname = \"play\"\nport = 8080\ntarget = \"10ms\"\nmax = \"100ms\"\n";
   EXPECT_TRUE(check_tuned_file(base, "f.toml"));
   const auto order = check_tuned_file(
       base + "[[endpoint.shed]]\nsignal = \"cpu_utilization\"\nshed_start = 0.9\ncritical_start = 0.8\n", "f.toml");
   ASSERT_FALSE(order);
-  EXPECT_THAT(order.error().to_string(), StartsWith("f.toml:6:1: endpoint[0].shed[0]: "));
+  EXPECT_THAT(order.error().to_string(), StartsWith("f.toml:9:18: endpoint[0].shed[0].critical_start: "));
   EXPECT_THAT(order.error().message, HasSubstr("critical_start"));
   const auto twice = check_tuned_file(base +
                                           "[[endpoint.shed]]\nsignal = \"cpu_utilization\"\nshed_start = 0.6\n"
