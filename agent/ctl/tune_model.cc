@@ -158,6 +158,19 @@ Histogram histogram_at(const EndpointHistory& h, const std::vector<std::size_t>&
   return sum;
 }
 
+// The mean of the finite values; none: nullopt.
+std::optional<double> mean_of(const std::vector<double>& values) {
+  double sum = 0;
+  std::size_t n = 0;
+  for (double v : values)
+    if (std::isfinite(v)) {
+      sum += v;
+      ++n;
+    }
+  if (n == 0) return std::nullopt;
+  return sum / static_cast<double>(n);
+}
+
 SignalPlan plan(std::string_view signal, const std::vector<double>& at_peak) {
   SignalPlan p;
   p.signal = std::string(signal);
@@ -172,20 +185,32 @@ void set_level(SignalPlan& p, double level, std::string from) {
   p.thresholds = thresholds_for_level(p.level, p.signal);
 }
 
-// A latency share's level: 1 - q (the share over a target set at the
-// q-quantile), or what was observed when that is higher.
-void latency_level(SignalPlan& p, double q, const char* which, bool cumulative) {
-  const double from_q = 1 - q;
-  if (p.p99 && *p.p99 > from_q) {
-    set_level(p, *p.p99, cumulative ? "its value now" : "its p99 at peak");
+// A latency share's level under the recommended SLO: with the target at the
+// q-quantile a share p = 1 - q of the requests is over it at peak by
+// construction, and a window of n requests shows that share give or take
+// its sampling spread: L = p + 2.326 sqrt(p (1 - p) / n), the share one
+// window in a hundred reaches. n is the windows' mean request count at peak
+// (unknown: L = p). The share observed at peak is not used: it was measured
+// against the SLO in force then, not the one recommended.
+void latency_level(SignalPlan& p, double q, const char* which, std::optional<double> window_requests) {
+  const double share = 1 - q;
+  char text[96];
+  if (window_requests && *window_requests >= 1) {
+    std::snprintf(text, sizeof text, "1 - %s quantile %g, + its spread in windows of %.0f requests", which, q,
+                  *window_requests);
+    set_level(p, latency_share_level(share, *window_requests), text);
   } else {
-    char text[64];
     std::snprintf(text, sizeof text, "1 - %s quantile %g", which, q);
-    set_level(p, from_q, text);
+    set_level(p, share, text);
   }
 }
 
 }  // namespace
+
+double latency_share_level(double share, double window_requests) {
+  if (!(window_requests >= 1)) return share;
+  return share + 2.326 * std::sqrt(share * (1 - share) / window_requests);
+}
 
 Recommendation recommend(const EndpointHistory& h, const std::vector<double>& node_cpu, bool max_concurrency,
                          const Options& o) {
@@ -241,11 +266,13 @@ Recommendation recommend(const EndpointHistory& h, const std::vector<double>& no
     auto it = h.signals.find(std::string(s));
     return it == h.signals.end() ? std::vector<double>{} : at(it->second, peaks);
   };
+  std::optional<double> window_requests;
+  if (!h.window_requests.empty()) window_requests = mean_of(at(h.window_requests, peaks));
   SignalPlan slo_target = plan(kShedSloTarget, signal_at(kShedSloTarget));
-  latency_level(slo_target, o.target_quantile, "target", h.cumulative);
+  latency_level(slo_target, o.target_quantile, "target", window_requests);
   r.signals.push_back(std::move(slo_target));
   SignalPlan slo_max = plan(kShedSloMax, signal_at(kShedSloMax));
-  latency_level(slo_max, o.max_quantile, "max", h.cumulative);
+  latency_level(slo_max, o.max_quantile, "max", window_requests);
   r.signals.push_back(std::move(slo_max));
   if (max_concurrency) {
     SignalPlan c = plan(kShedConcurrency, signal_at(kShedConcurrency));

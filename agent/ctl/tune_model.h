@@ -53,6 +53,12 @@ std::optional<double> value_quantile(std::vector<double> values, double q);
 // at L + 0.6 (1 - L), all is shed at the signal's default (orca).
 orca::SignalThresholds thresholds_for_level(double level, std::string_view signal);
 
+// The level of a latency share whose expected value is `share` (1 - the
+// SLO's quantile), as windows of `window_requests` requests show it: the
+// share plus 2.326 binomial standard deviations, the value one window in a
+// hundred reaches. Fewer than one request: the share itself.
+double latency_share_level(double share, double window_requests);
+
 // A duration in the configuration's form with 3 significant digits, in the
 // largest unit it is at least 1 of: "37.9ms", "1.25s", "850us", "12ns".
 // agent::parse_duration reads every value it writes. Rounds up below 1 ns.
@@ -105,7 +111,7 @@ struct SignalPlan {
   std::string signal;
   std::optional<double> p50, p99;
   double level = 0;  // the expected level L the thresholds are set from
-  std::string level_from;  // "--autoscale-cpu", "1 - target quantile", "observed p99", ...
+  std::string level_from;  // "--autoscale-cpu", "1 - target quantile 0.9, + its spread ...", "its p99 at peak"
   orca::SignalThresholds thresholds;
 };
 

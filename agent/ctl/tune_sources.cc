@@ -373,6 +373,8 @@ History history_from_metrics(const std::vector<Sample>& samples) {
       out.endpoints[name].signals["utilization." + label_of(s.labels, "signal")] = {s.value};
     } else if (s.name == "headroom_cpu_utilization_ratio" && label_of(s.labels, "scope") == "node") {
       out.node_cpu = {s.value};
+    } else if (s.name == "headroom_endpoint_window_requests") {
+      out.endpoints[name].window_requests = {s.value};
     }
   }
   for (const auto& [name, by_le] : buckets) {

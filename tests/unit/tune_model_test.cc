@@ -189,16 +189,39 @@ TEST(Recommend, TargetAndMaxAreTheWindowPercentilesAtPeakWeightedByTheirRequests
   EXPECT_DOUBLE_EQ(*r.signals[0].p50, 0.5);
   EXPECT_DOUBLE_EQ(r.signals[0].thresholds.shed_start, 0.6);
   EXPECT_DOUBLE_EQ(r.signals[0].thresholds.critical_start, 0.8);
-  // slo_target's p99 at peak (0.2964) is above 1 - 0.9: it is the level.
+  // The shares' levels are those of the recommended SLO, whatever the share
+  // observed under the old one (slo_target's p99 at peak was 0.2964): 1 - q
+  // plus 2.326 standard deviations of a window of the peak's mean 916.7 requests.
+  const double n = (900 + 1000 + 850) / 3.0;
   EXPECT_EQ(r.signals[1].signal, kShedSloTarget);
   EXPECT_NEAR(*r.signals[1].p99, 0.2964, 1e-9);
-  EXPECT_NEAR(r.signals[1].level, 0.2964, 1e-9);
-  EXPECT_DOUBLE_EQ(r.signals[1].thresholds.shed_start, 0.437);
-  // slo_max was not observed: 1 - 0.99.
+  EXPECT_NEAR(r.signals[1].level, 0.1 + 2.326 * std::sqrt(0.1 * 0.9 / n), 1e-12);
+  EXPECT_NEAR(r.signals[1].level, 0.12305, 1e-5);
+  EXPECT_DOUBLE_EQ(r.signals[1].thresholds.shed_start, 0.298);  // L + 0.2 (1 - L), to 3 decimals
   EXPECT_EQ(r.signals[2].signal, kShedSloMax);
   EXPECT_FALSE(r.signals[2].p50);
+  EXPECT_NEAR(r.signals[2].level, 0.01 + 2.326 * std::sqrt(0.01 * 0.99 / n), 1e-12);
+}
+
+TEST(Recommend, ALatencyShareLevelIsItsSharePlusAWindowsSpread) {
+  struct Row {
+    double share, n, want;
+  };
+  for (const Row& row : {Row{0.1, 100, 0.1 + 2.326 * 0.03}, Row{0.1, 10000, 0.1 + 2.326 * 0.003},
+                         Row{0.01, 99, 0.01 + 2.326 * 0.01}, Row{0.1, 0.5, 0.1}, Row{0.1, kNaN, 0.1},
+                         Row{0, 100, 0}}) {
+    SCOPED_TRACE(row.n);
+    EXPECT_NEAR(latency_share_level(row.share, row.n), row.want, 1e-12);
+  }
+  // Without window counts the level is 1 - q.
+  EndpointHistory h = ten_steps();
+  h.window_requests.clear();
+  h.window_quantiles.clear();
+  h.histogram_steps.assign(10, Histogram{{0.01, 0.1, kInf}, {0, 20000, 20000}});
+  const Recommendation r = recommend(h, {}, false, Options{});
+  ASSERT_TRUE(r.ok) << r.note;
+  EXPECT_NEAR(r.signals[1].level, 0.1, 1e-12);
   EXPECT_NEAR(r.signals[2].level, 0.01, 1e-12);
-  EXPECT_DOUBLE_EQ(r.signals[2].thresholds.shed_start, 0.208);
 }
 
 TEST(Recommend, ConcurrencyOnlyWithMaxConcurrencyAtItsObservedP99OrAHalf) {
