@@ -47,7 +47,9 @@ void endpoint_lines(std::ostringstream& out, const Recommendation& r, const Prov
     out << " (" << r.peak_steps << " steps at >= " << fixed(o.peak_share * 100, 0) << " % of the busiest, "
         << fixed(r.peak_rate, 1) << " req/s)\n";
   out << "#   target = " << r.target << ": " << quantile_name(o.target_quantile) << " at peak; max = " << r.max << ": "
-      << quantile_name(o.max_quantile) << " at peak; from the " << r.method
+      << quantile_name(o.max_quantile) << " at peak";
+  if (o.max_margin != 1) out << " x " << o.max_margin;
+  out << "; from the " << r.method
       << (r.method == "histogram" ? " (interpolated inside its buckets)" : " (weighted by their window requests)")
       << "\n";
   for (const SignalPlan& s : r.signals)

@@ -255,7 +255,7 @@ Recommendation recommend(const EndpointHistory& h, const std::vector<double>& no
   }
   r.ok = true;
   r.target_seconds = *target;
-  r.max_seconds = std::max(*max, *target);
+  r.max_seconds = std::max(*max * o.max_margin, *target);
   r.target = format_duration_3(r.target_seconds);
   r.max = format_duration_3(r.max_seconds);
 

@@ -75,6 +75,7 @@ std::chrono::seconds choose_step(std::chrono::seconds since, std::optional<std::
 struct Options {
   double target_quantile = 0.9;
   double max_quantile = 0.99;
+  double max_margin = 1.5;  // max = the max_quantile at peak times this
   double peak_share = 0.8;
   double autoscale_cpu = 0.5;
   double min_samples = 1000;

@@ -220,6 +220,7 @@ std::string render_json(const std::vector<Recommendation>& recs, const Provenanc
               {"source", p.source},
               {"target_quantile", p.options.target_quantile},
               {"max_quantile", p.options.max_quantile},
+              {"max_margin", p.options.max_margin},
               {"endpoints", eps},
               {"out", out_file.empty() ? json(nullptr) : json(out_file)}};
   if (out_file.empty()) doc["file"] = file;  // the file itself when it was not written
@@ -274,6 +275,8 @@ Result<void, Failure> check_options(const RecommendOptions& o) {
   const Options& m = o.model;
   if (!(m.target_quantile > 0 && m.target_quantile < 1) || !(m.max_quantile > 0 && m.max_quantile < 1))
     return Failure{kExitUsage, "--target-quantile and --max-quantile must be between 0 and 1 (0.9, 0.99)"};
+  if (!(m.max_margin >= 1 && m.max_margin <= 100))
+    return Failure{kExitUsage, "--max-margin must be between 1 and 100 (1.5)"};
   if (m.max_quantile < m.target_quantile)
     return Failure{kExitUsage, "--max-quantile must be at least --target-quantile"};
   return {};
@@ -367,7 +370,8 @@ std::pair<CLI::App*, Runner> add_tune_recommend_command(CLI::App& tune) {
       ->check(CLI::Range(0.0, 0.95));
   c->add_option("--target-quantile", o->model.target_quantile, "target = this latency quantile at peak")
       ->capture_default_str();
-  c->add_option("--max-quantile", o->model.max_quantile, "max = this latency quantile at peak")->capture_default_str();
+  c->add_option("--max-quantile", o->model.max_quantile, "max = this latency quantile at peak, times --max-margin")->capture_default_str();
+  c->add_option("--max-margin", o->model.max_margin, "max = --max-quantile at peak times this (at least 1)")->capture_default_str();
   c->add_option("--peak-share", o->model.peak_share, "Peak steps: at least this share of the busiest step's rate")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 1.0));

@@ -10,8 +10,9 @@ sigma 0.5 (p90 37.9 ms, p99 64.0 ms), while `headroomctl buffer` sends it
 low, peak and low traffic. headroomd measures it with eBPF and serves
 /metrics; Debian's Prometheus scrapes it every second. Then:
 
-- from Prometheus: target and max within 10 % of the distribution's p90
-  and p99 (the quantiles docs/tuning.md documents);
+- from Prometheus: target within 10 % of the distribution's p90, and max
+  within 10 % of its p99 times the default --max-margin 1.5 (the rules
+  docs/tuning.md documents);
 - from headroomd's /metrics alone: the same answer within the histogram's
   bucket resolution (the same bucket as the true quantile);
 - both files pass `headroomd --check-config`, carry the shedder's function
@@ -39,6 +40,7 @@ import prometheus_server  # noqa: E402
 from harness import Proc, figure, free_port, note, toml_string, wait_until  # noqa: E402
 
 B = None
+MAX_MARGIN = 1.5  # tune recommend's default --max-margin
 SERVER = PROMETHEUS = ""
 MEDIAN_MS, SIGMA = 20.0, 0.5
 P90_MS = MEDIAN_MS * math.exp(SIGMA * 1.2815516)   # 37.93
@@ -161,16 +163,16 @@ class RecommendTest(unittest.TestCase):
             doc_metrics = tomllib.load(f)
 
         target = seconds_of(endpoint(doc_prom, "day")["target"]) * 1e3
-        slo_max = seconds_of(endpoint(doc_prom, "day")["max"]) * 1e3
+        slo_max = seconds_of(endpoint(doc_prom, "day")["max"]) * 1e3 / MAX_MARGIN
         figure(f"tune recommend from Prometheus ({since} at 5 s steps, {took:.2f} s): target {target:.1f} ms "
                f"(p90 of the distribution {P90_MS:.1f} ms, {100 * (target / P90_MS - 1):+.1f} %), "
-               f"max {slo_max:.1f} ms (p99 {P99_MS:.1f} ms, {100 * (slo_max / P99_MS - 1):+.1f} %)")
+               f"max / {MAX_MARGIN} {slo_max:.1f} ms (p99 {P99_MS:.1f} ms, {100 * (slo_max / P99_MS - 1):+.1f} %)")
         self.assertLess(abs(target / P90_MS - 1), 0.10, "target within 10 % of the p90")
         self.assertLess(abs(slo_max / P99_MS - 1), 0.10, "max within 10 % of the p99")
 
         mt = seconds_of(endpoint(doc_metrics, "day")["target"])
-        mm = seconds_of(endpoint(doc_metrics, "day")["max"])
-        figure(f"tune recommend from /metrics alone: target {mt * 1e3:.1f} ms, max {mm * 1e3:.1f} ms "
+        mm = seconds_of(endpoint(doc_metrics, "day")["max"]) / MAX_MARGIN
+        figure(f"tune recommend from /metrics alone: target {mt * 1e3:.1f} ms, max / {MAX_MARGIN} {mm * 1e3:.1f} ms "
                f"(buckets {bucket_of(P90_MS / 1e3)} and {bucket_of(P99_MS / 1e3)} s)")
         self.assertEqual(bucket_of(mt), bucket_of(P90_MS / 1e3), "/metrics: target in the p90's bucket")
         self.assertEqual(bucket_of(mm), bucket_of(P99_MS / 1e3), "/metrics: max in the p99's bucket")

@@ -39,7 +39,7 @@ from harness import Proc, figure, free_port, note, toml_string, wait_until  # no
 B = None
 RIG = None
 BASELINE = 300             # req/s: about a third of the canary's one CPU at 1 ms per request
-SPIKE = ["--spike", "4", "--before", "4s", "--spike-for", "12s", "--after", "3s"]
+SPIKE = ["--spike", "4", "--before", "4s", "--spike-for", "16s", "--after", "3s"]
 MAX_SPIKES = 4
 
 

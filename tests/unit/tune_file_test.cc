@@ -126,7 +126,7 @@ TEST(TunedFile, TheHeaderSaysWithWhatWhenFromWhatAndWhy) {
            "#   headroomctl tune recommend --prometheus http://prom:9090 --since 7d --config in.toml\n",
            "#   Prometheus http://prom:9090: 2026-11-29 to 2026-12-06 (--since 7d), steps of 300 s\n",
            "# endpoint \"play\": 123456 requests at peak (42 steps at >= 80 % of the busiest, 950.0 req/s)\n",
-           "#   target = 37.9ms: p90 at peak; max = 64.1ms: p99 at peak; from the window percentiles",
+           "#   target = 37.9ms: p90 at peak; max = 64.1ms: p99 at peak x 1.5; from the window percentiles",
            "#   cpu_utilization: expected 0.410..0.550 (p50..p99 over the peak steps); level 0.500 (--autoscale-cpu) "
            "-> shed from 0.6, CRITICAL from 0.8, all at 1.5\n",
            "#   utilization.latency.slo_target: expected not observed; level 0.100",

@@ -181,9 +181,9 @@ TEST(Recommend, TargetAndMaxAreTheWindowPercentilesAtPeakWeightedByTheirRequests
   const double target = (0.030 * 900 + 0.040 * 1000 + 0.050 * 850) / 2750;
   const double max = (0.060 * 900 + 0.080 * 1000 + 0.090 * 850) / 2750;
   EXPECT_DOUBLE_EQ(r.target_seconds, target);
-  EXPECT_DOUBLE_EQ(r.max_seconds, max);
+  EXPECT_DOUBLE_EQ(r.max_seconds, max * 1.5);  // --max-margin 1.5
   EXPECT_EQ(r.target, "39.8ms");
-  EXPECT_EQ(r.max, "76.5ms");
+  EXPECT_EQ(r.max, "115ms");
   ASSERT_EQ(r.signals.size(), 3u);
   EXPECT_EQ(r.signals[0].signal, kShedCpu);
   EXPECT_DOUBLE_EQ(*r.signals[0].p50, 0.5);
@@ -246,9 +246,12 @@ TEST(Recommend, TheHistogramAtPeakWhenThereAreNoWindowPercentiles) {
   EXPECT_EQ(r.method, "histogram");
   EXPECT_DOUBLE_EQ(r.requests_at_peak, 10000);  // the histogram's count, not rate x step
   EXPECT_NEAR(r.target_seconds, 0.05, 1e-12);
-  EXPECT_NEAR(r.max_seconds, 0.05 + 0.05 * 900.0 / 950, 1e-12);
+  EXPECT_NEAR(r.max_seconds, (0.05 + 0.05 * 900.0 / 950) * 1.5, 1e-12);
   EXPECT_EQ(r.target, "50ms");
-  EXPECT_EQ(r.max, "97.4ms");
+  EXPECT_EQ(r.max, "146ms");
+  Options no_margin;
+  no_margin.max_margin = 1;
+  EXPECT_EQ(recommend(h, {}, false, no_margin).max, "97.4ms");
 }
 
 TEST(Recommend, TooFewSamplesAtPeakIsANoteWithTheCountAndTheMinimum) {

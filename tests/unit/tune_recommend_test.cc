@@ -192,7 +192,7 @@ TEST(TuneRecommend, FromMetricsTheCumulativeHistogramGivesTargetAndMax) {
   EXPECT_EQ(play["endpoint"], "play");
   EXPECT_EQ(play["recommended"], true);
   EXPECT_EQ(play["target"], "50ms");
-  EXPECT_EQ(play["max"], "97.4ms");
+  EXPECT_EQ(play["max"], "146ms");  // the p99, 97.4ms, x --max-margin 1.5
   EXPECT_EQ(play["method"], "histogram");
   EXPECT_EQ(play["requests_at_peak"], 10000);
   EXPECT_EQ(play["shed"][0]["signal"], "cpu_utilization");
@@ -217,7 +217,7 @@ TEST(TuneRecommend, FromMetricsTheCumulativeHistogramGivesTargetAndMax) {
   // The table, then the file when there is no --out.
   const CtlRun table = recommend(dir, {"--metrics", http.url() + "/metrics", "--config", config});
   ASSERT_EQ(table.status, 0) << table.err;
-  EXPECT_THAT(table.out, ::testing::ContainsRegex("\nplay +10000 +50ms +97.4ms +histogram\n"));
+  EXPECT_THAT(table.out, ::testing::ContainsRegex("\nplay +10000 +50ms +146ms +histogram\n"));
   EXPECT_THAT(table.out, ::testing::ContainsRegex("\n +cpu_utilization +expected now 0.420 +L 0.500 +shed 0.6 +critical 0.8 +all 1.5\n"));
   EXPECT_THAT(table.out, ::testing::ContainsRegex("\nquiet +- +kept +kept +12 requests at peak"));
   EXPECT_THAT(table.out, HasSubstr("\n# Made by `headroomctl tune recommend` on "));
@@ -275,14 +275,15 @@ TEST(TuneRecommend, FromPrometheusTheWindowPercentilesAtPeakWeightedByTheirReque
   // p90: (0.03 x 100 + 0.04 x 200 + 0.05 x 100) / 400 = 0.04; p99: 0.08.
   EXPECT_NEAR(play["target_seconds"].get<double>(), 0.04, 1e-12);
   EXPECT_EQ(play["target"], "40ms");
-  EXPECT_EQ(play["max"], "80ms");
+  EXPECT_EQ(play["max"], "120ms");  // 80ms x 1.5
   // Without --out the file is in the JSON, and reads back.
   ASSERT_TRUE(doc["file"].is_string());
   EXPECT_TRUE(ctl::tune::check_tuned_file(doc["file"].get<std::string>(), "file"));
   EXPECT_THAT(doc["file"].get<std::string>(), HasSubstr("target = '40ms'"));
   EXPECT_THAT(doc["file"].get<std::string>(), HasSubstr("steps of 60 s"));
-  // slo_max observed at 0.05 at peak, above 1 - 0.99: the level.
-  EXPECT_NEAR(play["shed"][2]["level"].get<double>(), 0.05, 1e-12);
+  // slo_max (observed at 0.05 under the old max): 1 - 0.99 and the spread of
+  // windows of the peak's mean 133.3 requests.
+  EXPECT_NEAR(play["shed"][2]["level"].get<double>(), 0.01 + 2.326 * std::sqrt(0.01 * 0.99 / (400.0 / 3)), 1e-12);
   // One query per quantity, each for the asked endpoints, with step windows;
   // no histogram: the window percentiles were there.
   const auto asked = http.requests();
@@ -327,7 +328,7 @@ TEST(TuneRecommend, FromPrometheusTheHistogramWhenThereAreNoWindowPercentiles) {
   EXPECT_EQ(play["method"], "histogram");
   EXPECT_NEAR(play["requests_at_peak"].get<double>(), 10000, 1e-6);
   EXPECT_EQ(play["target"], "50ms");
-  EXPECT_EQ(play["max"], "97.4ms");
+  EXPECT_EQ(play["max"], "146ms");  // the p99, 97.4ms, x --max-margin 1.5
   const auto asked = http.requests();
   ASSERT_EQ(asked.size(), 6u);
   EXPECT_THAT(asked.back(), HasSubstr("sum by (endpoint, le) (rate(headroom_endpoint_request_duration_seconds_bucket"
@@ -381,6 +382,9 @@ TEST(TuneRecommend, UsageErrorsAreExit64NamingTheFlagOrThePlace) {
                                         "--max-quantile", "0.9"});
   EXPECT_EQ(quantiles.status, 64);
   EXPECT_THAT(quantiles.err, HasSubstr("--max-quantile must be at least --target-quantile"));
+  const CtlRun margin = recommend(dir, {"--config", config, "--metrics", "http://b/metrics", "--max-margin", "0.5"});
+  EXPECT_EQ(margin.status, 64);
+  EXPECT_THAT(margin.err, HasSubstr("--max-margin must be between 1 and 100"));
 }
 
 }  // namespace
