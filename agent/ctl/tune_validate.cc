@@ -249,14 +249,12 @@ std::vector<ShedEntry> scale_shed(const std::vector<ShedEntry>& file, const std:
   std::vector<ShedEntry> out;
   for (const auto& e : file) {
     const double a = anchor(e, levels);
+    const double all = e.thresholds.all_shed;
+    // CRITICAL's place in what lies between the start and all_shed, as in the file.
+    const double place = (e.thresholds.critical_start - e.thresholds.shed_start) / (all - e.thresholds.shed_start);
     ShedEntry n = e;
-    n.thresholds.shed_start = a + s * (e.thresholds.shed_start - a);
-    n.thresholds.critical_start = a + s * (e.thresholds.critical_start - a);
-    // Clamped valid: critical below all_shed, start below critical (s = 1 is the file as it is).
-    if (n.thresholds.critical_start >= e.thresholds.all_shed)
-      n.thresholds.critical_start = a + 0.99 * (e.thresholds.all_shed - a);
-    if (n.thresholds.shed_start >= n.thresholds.critical_start) n.thresholds.shed_start = 0.99 * n.thresholds.critical_start;
-    n.thresholds.shed_start = std::max(n.thresholds.shed_start, 0.0);
+    n.thresholds.shed_start = std::clamp(a + s * (e.thresholds.shed_start - a), 0.0, a + 0.99 * (all - a));
+    n.thresholds.critical_start = n.thresholds.shed_start + place * (all - n.thresholds.shed_start);
     out.push_back(n);
   }
   return out;
@@ -267,7 +265,7 @@ double max_position(const std::vector<ShedEntry>& file, const std::map<std::stri
   bool any = false;
   for (const auto& e : file) {
     const double a = anchor(e, levels);
-    const double span = e.thresholds.critical_start - a;
+    const double span = e.thresholds.shed_start - a;
     if (span <= 0) continue;
     const double s = 0.99 * (e.thresholds.all_shed - a) / span;
     s_max = any ? std::min(s_max, s) : s;

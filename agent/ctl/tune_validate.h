@@ -133,12 +133,14 @@ Judgement judge(const SpikeFacts& facts, const Limits& limits);
 
 // The thresholds at position s (docs/tuning.md): for each entry, with b the
 // signal's baseline level (0 when unknown, and 0 when b is not below the
-// file's shed_start), start(s) = b + s (start - b), critical likewise,
-// all_shed kept. s = 1 is the file.
+// file's shed_start), start(s) = b + s (start - b), at most
+// b + 0.99 (all_shed - b); critical_start keeps the file's place between the
+// start and all_shed (critical(s) = start(s) + f (all_shed - start(s)), f as
+// in the file); all_shed kept. s = 1 is the file.
 std::vector<ShedEntry> scale_shed(const std::vector<ShedEntry>& file, const std::map<std::string, double>& levels,
                                   double s);
 // The largest position whose thresholds stay valid with a margin:
-// critical(s) <= b + 0.99 (all_shed - b) for every entry.
+// start(s) <= b + 0.99 (all_shed - b) for every entry.
 double max_position(const std::vector<ShedEntry>& file, const std::map<std::string, double>& levels);
 
 struct SearchRun {

@@ -181,16 +181,17 @@ TEST(TuneJudge, ARunWithoutASpikeStepGivesNoVerdict) {
   EXPECT_EQ(j.cause, Cause::not_received);
 }
 
-TEST(TuneScale, PositionsMoveStartsFromTheBaselineLevelAndStayValid) {
+TEST(TuneScale, PositionsMoveStartsFromTheBaselineLevelAndCriticalKeepsItsPlace) {
+  // CRITICAL starts halfway from the start to all_shed: (0.64 - 0.28) / (1 - 0.28).
   const std::vector<ShedEntry> file{ShedEntry{kSlo, {0.28, 0.64, 1.0}}};
   struct Case {
     double level, s, start, critical;
   };
   const std::vector<Case> cases = {
-      {0.10, 1.0, 0.28, 0.64},   {0.10, 0.5, 0.19, 0.37},
-      {0.10, 2.0, 0.46, 0.991},  // critical clamped below all_shed
-      {0.30, 0.5, 0.14, 0.32},   // a level over the start: scaled from 0
-      {0.00, 0.25, 0.07, 0.16},
+      {0.10, 1.0, 0.28, 0.64},  {0.10, 0.5, 0.19, 0.595}, {0.10, 2.0, 0.46, 0.73},
+      {0.10, 9.0, 0.991, 0.9955},  // the start clamped below all_shed
+      {0.30, 0.5, 0.14, 0.57},     // a level over the start: scaled from 0
+      {0.00, 0.25, 0.07, 0.535},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::to_string(c.level) + " at s " + std::to_string(c.s));
@@ -201,8 +202,13 @@ TEST(TuneScale, PositionsMoveStartsFromTheBaselineLevelAndStayValid) {
     EXPECT_DOUBLE_EQ(out[0].thresholds.all_shed, 1.0);
     EXPECT_TRUE(orca::validate_thresholds(out[0].thresholds).ok());
   }
-  // The largest valid position: 0.99 (1.0 - 0.1) / (0.64 - 0.1).
-  EXPECT_NEAR(max_position(file, {{kSlo, 0.1}}), 0.99 * 0.9 / 0.54, 1e-9);
+  // A file whose CRITICAL start hugs its start keeps that place: the search
+  // moves where shedding starts, not the shape of the function.
+  const auto tight = scale_shed({ShedEntry{"cpu_utilization", {1.35, 1.44, 1.5}}}, {{"cpu_utilization", 0.35}}, 0.25);
+  EXPECT_NEAR(tight[0].thresholds.shed_start, 0.6, 1e-9);
+  EXPECT_NEAR(tight[0].thresholds.critical_start, 0.6 + 0.6 * 0.9, 1e-9);
+  // The largest valid position: 0.99 (1.0 - 0.1) / (0.28 - 0.1).
+  EXPECT_NEAR(max_position(file, {{kSlo, 0.1}}), 0.99 * 0.9 / 0.18, 1e-9);
 }
 
 struct NextCase {
