@@ -65,8 +65,15 @@ Criterion spike_received(const SpikeFacts& f, const b::StepResult& spike, const 
   return criterion("spike_received", std::move(m));
 }
 
-Criterion buffers(const SpikeFacts& f, const Limits& l) {
-  return criterion("buffers", {measure("success + failure buffer", f.buffers.success + f.buffers.failure, l.spike - 1, true),
+// The spike absorbed: success + failure >= the spike as sent over the
+// baseline, less one. As sent, not as planned: with every step graceful the
+// failure buffer ends at the spike's offered rate (buffers.md), which an
+// open-loop client meets to within a request or two; spike_received judges
+// how far the sending was from the plan. A millionth allows the rounding.
+Criterion buffers(const SpikeFacts& f, const b::StepResult& spike, const Limits& l) {
+  const double sent = f.buffers.baseline_rps > 0 ? spike.offered_rps / f.buffers.baseline_rps : l.spike;
+  const double limit = std::min(l.spike, sent) - 1 - 1e-6;
+  return criterion("buffers", {measure("success + failure buffer", f.buffers.success + f.buffers.failure, limit, true),
                                measure("success buffer", f.buffers.success, l.expect_success_buffer, true)});
 }
 
@@ -211,7 +218,7 @@ Judgement judge(const SpikeFacts& f, const Limits& l) {
   }
   const auto w = step_windows(plan_steps(f.steps));
   const auto& sp = f.steps[*spike];
-  j.criteria = {spike_received(f, sp, w[*spike], l), buffers(f, l), graceful_rejection(sp, l),
+  j.criteria = {spike_received(f, sp, w[*spike], l), buffers(f, sp, l), graceful_rejection(sp, l),
                 served_within_slo(f, sp, l), no_baseline_shedding(f.steps[*base], l)};
   auto failed = [&](std::string_view name) {
     for (const auto& c : j.criteria)

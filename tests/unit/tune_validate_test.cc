@@ -86,6 +86,18 @@ TEST(TuneJudge, EachCriterionFailsOnItsOwnFigureAndNamesItsCause) {
        },
        Cause::not_received, {"spike_received", "graceful_rejection"}},
       {"buffers short of spike - 1", [](SpikeFacts& f, Limits&) { f.buffers.failure = 0.4; }, Cause::capacity, {"buffers"}},
+      {"the spike sent a request short: the buffers reach what was sent",
+       [](SpikeFacts& f, Limits&) {
+         spike_of(f).offered_rps = 399.95;
+         f.buffers.failure = 0.4995;
+       },
+       Cause::none, {}},
+      {"the spike sent a request short and the buffers fall short of it",
+       [](SpikeFacts& f, Limits&) {
+         spike_of(f).offered_rps = 399.95;
+         f.buffers.failure = 0.49;
+       },
+       Cause::capacity, {"buffers"}},
       {"success buffer below --expect-success-buffer", [](SpikeFacts&, Limits& l) { l.expect_success_buffer = 2.6; },
        Cause::capacity, {"buffers"}},
       {"5 % of the spike failed", [](SpikeFacts& f, Limits&) { spike_of(f).all.failed = spike_of(f).all.offered / 20; },
