@@ -102,7 +102,8 @@ Criterion no_baseline_shedding(const b::StepResult& baseline, const Limits& l) {
 
 // Shedding starts too late: the signal highest during the spike before the
 // first rejection, and its start lowered to halfway between its baseline
-// level and min(that value, shed_start); critical_start scaled alike.
+// level and min(that value, shed_start); critical_start keeps its place
+// between the start and all_shed, as tune search moves it (scale_shed).
 Suggestion too_late(const SpikeFacts& f, const std::vector<StepWindow>& w, std::size_t base, std::size_t spike) {
   Suggestion s{Cause::too_late, "", std::nullopt, std::nullopt, std::nullopt, ""};
   const int64_t until = f.first_rejection_s ? w[spike].begin_ns + static_cast<int64_t>(*f.first_rejection_s * 1e9)
@@ -127,9 +128,9 @@ Suggestion too_late(const SpikeFacts& f, const std::vector<StepWindow>& w, std::
   const double a = anchor(*chosen, levels);
   const auto& t = chosen->thresholds;
   const double proposed = a + 0.5 * std::max(0.0, std::min(*s.value, t.shed_start) - a);
-  const double pos = t.shed_start > a ? (proposed - a) / (t.shed_start - a) : 0.5;
+  const double place = (t.critical_start - t.shed_start) / (t.all_shed - t.shed_start);
   s.shed_start = proposed;
-  s.critical_start = a + pos * (t.critical_start - a);
+  s.critical_start = proposed + place * (t.all_shed - proposed);
   s.text = "shedding starts too late: " + s.signal + " reached " + format("%.3g", *s.value) + " during the spike " +
            (f.first_rejection_s ? "before the first rejection" : "(nothing was rejected)") + "; lower its shed_start " +
            format("%.3g", t.shed_start) + " to " + format("%.3g", *s.shed_start) + " and critical_start " +
