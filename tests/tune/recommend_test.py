@@ -135,13 +135,15 @@ class RecommendTest(unittest.TestCase):
                                   ("new", free_port())], listen=f"127.0.0.1:{metrics_port}")
 
         started = time.time()
+        # The rare endpoint, before the day (a query's last step may end up to
+        # a step before now): far fewer requests than --min-samples.
+        for _ in range(40):
+            urllib.request.urlopen(f"http://127.0.0.1:{rare_port}/", timeout=5).read()
         for rate, length in ((LOW, "20s"), (PEAK, "40s"), (LOW, "20s")):  # the day: low, peak, low
             load = subprocess.run([B.headroomctl, "buffer", f"127.0.0.1:{day_port}/", "--baseline", str(rate),
                                    "--ramp", "1", "--step", length, "--settle", "0s", "--slo", "1s", "--json"],
                                   capture_output=True, text=True, timeout=300)
             self.assertIn(load.returncode, (0, 1), load.stderr)
-        for _ in range(40):  # the rare endpoint: far fewer requests than --min-samples
-            urllib.request.urlopen(f"http://127.0.0.1:{rare_port}/", timeout=5).read()
         time.sleep(3)  # two more scrapes
         since = f"{int(time.time() - started) + 20}s"
 
