@@ -128,6 +128,11 @@ class RecommendTest(unittest.TestCase):
         prom = prometheus_server.Prometheus(self, self.tmp, PROMETHEUS, metrics_port)
         prom.wait_ready()
 
+        def scraped_twice():  # a counter's rate needs a sample before the requests
+            r = prom.query('count_over_time(up{job="headroom"}[1m])')
+            return bool(r) and float(r[0]["value"][1]) >= 2
+        wait_until(scraped_twice, 20, "two scrapes of headroomd")
+
         # The config recommend tunes: the three endpoints headroomd measures and
         # one it has never seen (no history), plus a section to keep.
         tuned = os.path.join(self.tmp, "tuned-from.toml")
