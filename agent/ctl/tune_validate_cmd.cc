@@ -468,9 +468,10 @@ std::pair<CLI::App*, Runner> add_tune_search_command(CLI::App& tune) {
   auto o = std::make_shared<TuneOptions>();
   auto* c = tune.add_subcommand("search", "Move FILE's shedding thresholds until validate passes with the largest success buffer");
   c->footer(std::string("Runs validate's spike at positions s of the endpoint's [[endpoint.shed]] thresholds:\n"
-                        "start(s) = b + s (start - b), critical likewise, b the signal's level at the first run's\n"
-                        "baseline. s = 1 first (FILE); a pass tries later shedding (1.5 x), shedding too late\n"
-                        "bisects [0, 1], too early moves up; at most --max-spikes runs, or a bracket under 0.05.\n"
+                        "start(s) = b + s (start - b), b the signal's level at the first run's baseline; CRITICAL\n"
+                        "keeps its place between the start and all_shed. s = 1 first (FILE); a pass tries later\n"
+                        "shedding (1.5 x), shedding too late bisects [0, 1], too early moves up; at most\n"
+                        "--max-spikes runs, or a bracket under 0.05.\n"
                         "Writes the best passing file to --out with a comment header of the runs.\n") + kExitText);
   add_flags(c, *o);
   c->add_option("--max-spikes", o->max_spikes, "At most this many spikes")->capture_default_str()->check(CLI::Range(1, 100));
