@@ -28,20 +28,25 @@
 // cycles with the interquartile range. The ratio to the floor is the ratio
 // of the two medians, over every cycle (a per-cycle ratio has to drop the
 // cycles whose floor - none is not positive, which biases it upwards: its
-// median and IQR are shown beside it, over the cycles that have one).
+// median and IQR are shown beside it, over the cycles that have one), with
+// a 95 % interval from resampling the cycles. Many short slices (the
+// default: 1 500 cycles of 200 exchanges, about a minute) pair the variants
+// closer in time than a few long ones, and --cpu pins the thread (both ends
+// of the exchange, and the softirq, on one CPU: no migration in a slice).
 // At the end the probe's own count is checked: one completed call per
 // traced exchange while attached, none for the untraced connection. Then,
 // outside those figures, bpf_stats (which makes every program dearer): per
 // program, firings and the ns spent inside it per exchange, for the floor's
 // and the probe's programs, over --stats-slices slices of each connection.
 //
-//   bench_dependency_floor [--cycles N (100)] [--slice N (2000)] [--warmup N (300)]
-//                          [--protocol generic|http1] [--stats-slices N (10)]
+//   bench_dependency_floor [--cycles N (1500)] [--slice N (200)] [--warmup N (300)]
+//                          [--protocol generic|http1] [--stats-slices N (10)] [--cpu N]
 //                          [--programs sockets|syscalls|raw (sockets)]
 // http1: the exchange is "GET / HTTP/1.1" / "HTTP/1.1 200 OK" and the
 // dependency http1, so each answer's status line is read (arrived.bpf.h).
 // Needs root and a kernel with BTF; the socket set needs its tracepoints (6.11+).
 #include <arpa/inet.h>
+#include <sched.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <netinet/in.h>
@@ -58,6 +63,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -144,6 +150,28 @@ Quartiles quartiles(std::vector<double> v) {
   return {at(0.25), at(0.5), at(0.75)};
 }
 
+// A 95 % interval of the ratio of the medians of p and f (paired by
+// cycle): the 2.5th and 97.5th percentiles over 1 000 resamples of the
+// cycles, drawn with replacement (a fixed seed: a run's figures repeat).
+std::pair<double, double> ratio_interval(const std::vector<double>& f, const std::vector<double>& p) {
+  std::mt19937 rng(12345);
+  std::uniform_int_distribution<std::size_t> pick(0, f.size() - 1);
+  std::vector<double> ratios, rf(f.size()), rp(p.size());
+  for (int b = 0; b < 1000; ++b) {
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      const std::size_t k = pick(rng);
+      rf[i] = f[k];
+      rp[i] = p[k];
+    }
+    const double mf = quartiles(rf).median;
+    if (mf > 0) ratios.push_back(quartiles(rp).median / mf);
+  }
+  if (ratios.size() < 100) return {0, 0};
+  std::sort(ratios.begin(), ratios.end());
+  const auto at = [&](double q) { return ratios[static_cast<std::size_t>(q * static_cast<double>(ratios.size() - 1))]; };
+  return {at(0.025), at(0.975)};
+}
+
 void print(const char* what, const Quartiles& q, const char* unit) {
   std::printf("  %-34s %9.1f %s   (IQR %.1f .. %.1f)\n", what, q.median, unit, q.q1, q.q3);
 }
@@ -183,7 +211,7 @@ ProgRun prog_run(int fd) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int cycles = 100, slice = 2000, warmup = 300, stats_slices = 10;
+  int cycles = 1500, slice = 200, warmup = 300, stats_slices = 10, cpu = -1;
   bool http1 = false;
   headroom::probes::DependencyProbeOptions options;
   options.programs = headroom::probes::ProgramSet::sockets;
@@ -205,9 +233,16 @@ int main(int argc, char** argv) {
     else if (a == "--slice") slice = v;
     else if (a == "--warmup") warmup = v;
     else if (a == "--stats-slices") stats_slices = v;
+    else if (a == "--cpu") cpu = v;
     else fail("unknown option " + std::string(a));
   }
   if (cycles < 3 || slice < 1) fail("--cycles must be at least 3 and --slice at least 1");
+  if (cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (::sched_setaffinity(0, sizeof set, &set) != 0) fail("--cpu " + std::to_string(cpu) + ": " + std::strerror(errno));
+  }
 
   Pair traced, untraced;
   headroom::probes::DependencySpec spec;
@@ -316,7 +351,9 @@ int main(int argc, char** argv) {
     print("product - floor", quartiles(beyond), "ns");
     print("floor4 - none", quartiles(floor4_d), "ns");
     const Quartiles qf = quartiles(floor_d), qp = quartiles(product_d), qf4 = quartiles(floor4_d);
-    std::printf("  %-34s %9.2f x\n", "ratio to floor, of the medians", qf.median > 0 ? qp.median / qf.median : 0.0);
+    const auto [lo, hi] = ratio_interval(floor_d, product_d);
+    std::printf("  %-34s %9.2f x   (95 %% interval %.2f .. %.2f)\n", "ratio to floor, of the medians",
+                qf.median > 0 ? qp.median / qf.median : 0.0, lo, hi);
     std::printf("  %-34s %9.2f x\n", "ratio to floor4, of the medians", qf4.median > 0 ? qp.median / qf4.median : 0.0);
     const Quartiles qr = quartiles(ratio);
     std::printf("  %-34s %9.2f x   (IQR %.2f .. %.2f; %zu of %d cycles)\n", "per-cycle ratio to floor", qr.median,
