@@ -94,11 +94,14 @@ static __always_inline const struct tcp_sock *tcp_of(const struct sock *sk) {
 
 static __always_inline __u32 rcv_nxt(const struct sock *sk) { return tcp_of(sk)->rcv_nxt; }
 
+/* The dep_port_cfg index of a non-zero dep_port_slot entry. */
+static __always_inline __u32 port_index(__u32 slot) { return ((slot & HR_DEP_PORT_INDEX) - 1) & (HR_DEP_MAX_PORTS - 1); }
+
 /* The port's dependencies, or 0. dport: skc_dport, network byte order. */
 static __always_inline const struct hr_dep_port *port_config(__u16 dport) {
   __u32 slot = dep_port_slot[dport];
   if (!slot) return 0;
-  return &dep_port_cfg[(slot - 1) & (HR_DEP_MAX_PORTS - 1)];
+  return &dep_port_cfg[port_index(slot)];
 }
 
 /* Which dependency a peer (its IPv6 address, IPv4 as ::ffff:a.b.c.d,
