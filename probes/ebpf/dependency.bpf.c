@@ -42,6 +42,15 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Filled by the loader between load and attach: no program runs on a
  * half-configured probe. */
 __u16 dep_port_slot[65536] = {};
+
+/* bpf_rdonly_cast (a typed, read-only view of a kernel object, 6.2+: plain
+ * loads) and arrived_bytes (where the bytes that just came are). Included
+ * here for its globals' place: the compiler lays them out in the order they
+ * are defined, so dmap_base, which an HTTP/1 answer reads, shares a page
+ * with the first entries of dep_port_cfg, which every traced event reads
+ * (the globals are one map, whose pages are not the kernel's large ones). */
+#include "arrived.bpf.h"
+
 struct hr_dep_port dep_port_cfg[HR_DEP_MAX_PORTS] = {};
 
 struct {
@@ -83,10 +92,6 @@ struct {
   __type(key, __u32);
   __type(value, struct hr_dep_call);
 } calls SEC(".maps");
-
-/* bpf_rdonly_cast (a typed, read-only view of a kernel object, 6.2+: plain
- * loads) and arrived_bytes (where the bytes that just came are). */
-#include "arrived.bpf.h"
 
 static __always_inline const struct tcp_sock *tcp_of(const struct sock *sk) {
   return bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
