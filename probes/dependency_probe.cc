@@ -227,12 +227,14 @@ Result<void> DependencyProbe::Impl::fill() {
     if (bpf_map_update_elem(bpf_map__fd(obj->maps.deps), &idx, &v, BPF_ANY) != 0)
       return Error{errno, std::string("cannot configure the eBPF dependencies map: ") + std::strerror(errno)};
   }
+  static_assert(HR_DEP_MAX_PORTS <= HR_DEP_PORT_INDEX, "a port's index shares its entry with HR_DEP_PORT_H2");
   std::size_t slot = 0;
   for (const auto& [port, entry] : *ports) {
     obj->bss->dep_port_cfg[slot] = entry;
+    __u16 value = static_cast<__u16>(++slot);
     for (const auto& d : specs)
-      if (d.port == port && d.protocol == DependencyProtocol::http2) obj->bss->dep_port_h2[slot] = 1;
-    obj->bss->dep_port_slot[htons(port)] = static_cast<__u16>(++slot);  // indexed as skc_dport holds it
+      if (d.port == port && d.protocol == DependencyProtocol::http2) value = static_cast<__u16>(value | HR_DEP_PORT_H2);
+    obj->bss->dep_port_slot[htons(port)] = value;  // indexed as skc_dport holds it
   }
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);

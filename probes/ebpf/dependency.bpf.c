@@ -42,6 +42,15 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Filled by the loader between load and attach: no program runs on a
  * half-configured probe. */
 __u16 dep_port_slot[65536] = {};
+
+/* bpf_rdonly_cast (a typed, read-only view of a kernel object, 6.2+: plain
+ * loads) and arrived_bytes (where the bytes that just came are). Included
+ * here for its globals' place: the compiler lays them out in the order they
+ * are defined, so dmap_base, which an HTTP/1 answer reads, shares a page
+ * with the first entries of dep_port_cfg, which every traced event reads
+ * (the globals are one map, whose pages are not the kernel's large ones). */
+#include "arrived.bpf.h"
+
 struct hr_dep_port dep_port_cfg[HR_DEP_MAX_PORTS] = {};
 
 struct {
@@ -84,21 +93,20 @@ struct {
   __type(value, struct hr_dep_call);
 } calls SEC(".maps");
 
-/* bpf_rdonly_cast (a typed, read-only view of a kernel object, 6.2+: plain
- * loads) and arrived_bytes (where the bytes that just came are). */
-#include "arrived.bpf.h"
-
 static __always_inline const struct tcp_sock *tcp_of(const struct sock *sk) {
   return bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
 }
 
 static __always_inline __u32 rcv_nxt(const struct sock *sk) { return tcp_of(sk)->rcv_nxt; }
 
+/* The dep_port_cfg index of a non-zero dep_port_slot entry. */
+static __always_inline __u32 port_index(__u32 slot) { return ((slot & HR_DEP_PORT_INDEX) - 1) & (HR_DEP_MAX_PORTS - 1); }
+
 /* The port's dependencies, or 0. dport: skc_dport, network byte order. */
 static __always_inline const struct hr_dep_port *port_config(__u16 dport) {
   __u32 slot = dep_port_slot[dport];
   if (!slot) return 0;
-  return &dep_port_cfg[(slot - 1) & (HR_DEP_MAX_PORTS - 1)];
+  return &dep_port_cfg[port_index(slot)];
 }
 
 /* Which dependency a peer (its IPv6 address, IPv4 as ::ffff:a.b.c.d,

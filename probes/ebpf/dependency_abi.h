@@ -19,9 +19,13 @@
 #define HR_NO_DEP 0xffffffffu
 
 /* dep_port_slot[remote port, network byte order] is 0 for a port no
- * dependency lives on, else 1 + an index into dep_port_cfg: one load is all
- * an untraced connection pays. Indexed by the socket's skc_dport as it is,
- * so no byte swap either. */
+ * dependency lives on, else 1 + an index into dep_port_cfg, with
+ * HR_DEP_PORT_H2 set when one of the port's dependencies speaks HTTP/2: one
+ * load is all an untraced connection pays, and an HTTP/1 or generic one
+ * reads no other page of the globals to learn that its port has no HTTP/2.
+ * Indexed by the socket's skc_dport as it is, so no byte swap either. */
+#define HR_DEP_PORT_H2 0x8000u
+#define HR_DEP_PORT_INDEX 0x7fffu
 struct hr_dep_port {
   __u32 any_dep;                               /* the dependency of any host on this port, or HR_NO_DEP */
   __u32 n_addrs;                               /* entries used below */

@@ -30,10 +30,6 @@
 #define DH2_FIELDS 32 /* header fields walked per block */
 #define DH2_ANSWERED 0x80000000u /* in hr_dep_h2_stream.sid: answered, its trailers to come */
 
-/* Filled by the loader: 1 for a dep_port_cfg entry with an HTTP/2
- * dependency, so that HTTP/1 and generic ports pay one load for this file. */
-__u8 dep_port_h2[HR_DEP_MAX_PORTS] = {};
-
 struct {
   __uint(type, BPF_MAP_TYPE_SK_STORAGE);
   __uint(map_flags, BPF_F_NO_PREALLOC);
@@ -99,7 +95,7 @@ static __always_inline __u32 write_seq(const struct sock *sk) {
 /* The connection's HTTP/2 state, or 0 (not on an HTTP/2 port, or none). */
 static __always_inline struct hr_dep_h2 *dh2_of(struct sock *sk) {
   const __u32 slot = dep_port_slot[sk->__sk_common.skc_dport];
-  if (!slot || !dep_port_h2[(slot - 1) & (HR_DEP_MAX_PORTS - 1)]) return 0;
+  if (!(slot & HR_DEP_PORT_H2)) return 0; /* HTTP/1 and generic ports: that one load */
   return bpf_sk_storage_get(&dep_h2, sk, 0, 0);
 }
 
@@ -398,11 +394,11 @@ static __always_inline struct dh2_v *dh2_begin(struct dh2_walk *w, __u64 sk, __u
  * dependency's (the HTTP/1 and generic code then leaves it alone). */
 static __always_inline int dep_h2_write(struct sock *sk, const struct msghdr *msg) {
   const __u32 slot = dep_port_slot[sk->__sk_common.skc_dport];
-  if (!slot || !dep_port_h2[(slot - 1) & (HR_DEP_MAX_PORTS - 1)]) return 0;
+  if (!(slot & HR_DEP_PORT_H2)) return 0;
   struct hr_dep_h2 *c = bpf_sk_storage_get(&dep_h2, sk, 0, 0);
   if (!c) { /* a connection older than the probe, or not decided at its connect */
     if (sk->__sk_common.skc_state != TCP_ESTABLISHED) return 0;
-    struct hr_dep_sk *st = decided(sk, &dep_port_cfg[(slot - 1) & (HR_DEP_MAX_PORTS - 1)]);
+    struct hr_dep_sk *st = decided(sk, &dep_port_cfg[port_index(slot)]);
     if (!st || st->dep == HR_DEP_UNTRACED || st->dep == HR_DEP_UNDECIDED) return 0;
     c = dh2_new(sk, st->dep - 1);
     if (!c) return 0;
@@ -485,7 +481,7 @@ static __always_inline int dep_h2_arrival(struct sock *sk) {
  * after the preface; its close or reset ends the streams in flight. */
 static __always_inline void dep_h2_state(struct sock *sk, int newstate) {
   const __u32 slot = dep_port_slot[sk->__sk_common.skc_dport];
-  if (!slot || !dep_port_h2[(slot - 1) & (HR_DEP_MAX_PORTS - 1)]) return;
+  if (!(slot & HR_DEP_PORT_H2)) return;
   if (newstate == TCP_ESTABLISHED) {
     struct hr_dep_sk *st = bpf_sk_storage_get(&conns, sk, 0, 0);
     if (!st || st->dep == HR_DEP_UNTRACED || st->dep == HR_DEP_UNDECIDED) return;

@@ -46,10 +46,9 @@ struct {
  * written. */
 struct hr_dep_h2 dep_sys_h2_blank = {};
 
-/* Whether the socket's port has an HTTP/2 dependency (dep_port_h2). */
+/* Whether the socket's port has an HTTP/2 dependency (HR_DEP_PORT_H2). */
 static __always_inline int dsys_h2_port(const struct sock *sk, const int btf) {
-  const __u32 slot = dep_port_slot[DSYS_SK(sk, btf, __sk_common.skc_dport)];
-  return slot && dep_port_h2[(slot - 1) & (HR_DEP_MAX_PORTS - 1)];
+  return (dep_port_slot[DSYS_SK(sk, btf, __sk_common.skc_dport)] & HR_DEP_PORT_H2) != 0;
 }
 
 static __always_inline __u32 dsys_write_seq(const struct sock *sk, const int btf) {
