@@ -319,17 +319,20 @@ Result<void> DependencyProbe::Impl::trace_existing_callers() {
 namespace {
 
 KernelFeatures kernel_features(const btf* vmlinux) {
-  return {kernel_has_tracepoint(vmlinux, "sk_data_ready"), kernel_has_tracepoint(vmlinux, "tcp_sendmsg_locked")};
+  return {kernel_has_tracepoint(vmlinux, "sk_data_ready"), kernel_has_tracepoint(vmlinux, "tcp_sendmsg_locked"),
+          kernel_has_tracepoint(vmlinux, "sock_send_length")};
 }
 
-// Why no row can measure the dependencies: the sockets set alone was asked
-// for on a kernel without it (every other choice has syscall rows, whose
-// loading is the check).
-Error no_row_error() {
-  return Error{ENOTSUP, "HEADROOM_EBPF_PROGRAMS=sockets: the dependency socket programs need Linux 6.11 or later (the "
-                        "tracepoints sock:inet_sock_set_state, tcp:tcp_sendmsg_locked and sock:sk_data_ready); this "
-                        "kernel (" + kernel_release() + ") lacks them. Unset HEADROOM_EBPF_PROGRAMS (the syscall "
-                        "programs measure dependencies on older kernels) or upgrade the kernel"};
+// Why no row can measure the dependencies: a choice of socket sets alone
+// (sockets, send-length) on a kernel without them, or with an HTTP/2
+// dependency the send-length set cannot measure (every other choice has
+// syscall rows, whose loading is the check). skipped: the plan's reasons.
+Error no_row_error(ProgramSet choice, const std::string& skipped) {
+  return Error{ENOTSUP, "HEADROOM_EBPF_PROGRAMS=" + std::string(program_set_name(choice)) +
+                            ": no dependency program set of it can measure here (" + skipped +
+                            "this kernel is " + kernel_release() +
+                            "). Unset HEADROOM_EBPF_PROGRAMS (the syscall programs measure dependencies on older "
+                            "kernels and HTTP/2 before 6.11) or upgrade the kernel"};
 }
 
 }  // namespace
@@ -352,7 +355,7 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
   const bool http2 = std::any_of(dependencies.begin(), dependencies.end(),
                                  [](const DependencySpec& d) { return d.protocol == DependencyProtocol::http2; });
   const ProgramSetPlan plan = plan_dependency_sets(options.programs, http2, kernel);
-  if (plan.tries.empty()) return no_row_error();
+  if (plan.tries.empty()) return no_row_error(options.programs, plan.skipped);
 
   auto impl = std::make_unique<Impl>();
   impl->specs = dependencies;

@@ -174,7 +174,8 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   const PortNeeds needs{!byte_ports.empty(),
                         std::all_of(endpoints.begin(), endpoints.end(),
                                     [&](const EndpointSpec& e) { return byte_ports.count(e.port) != 0; })};
-  const KernelFeatures kernel{p->arrival_, p->arrival_ && kernel_has_tracepoint("tcp_sendmsg_locked")};
+  // (sock_send_length: the dependency probe's alone.)
+  const KernelFeatures kernel{p->arrival_, p->arrival_ && kernel_has_tracepoint("tcp_sendmsg_locked"), false};
   // The rows of options.programs (tests, benchmarks, diagnosing a kernel)
   // that fit the kernel and the endpoints, best first; the first that loads
   // and attaches stays.

@@ -22,6 +22,12 @@ bool has_socket_tracepoints(const KernelFeatures& k) { return k.sk_data_ready &&
 
 constexpr std::string_view kSocketKernel = "needs sock:sk_data_ready and tcp:tcp_sendmsg_locked (kernel 6.11+)";
 
+// The send-length set: sock_send_length in tcp_sendmsg_locked's place.
+bool has_send_length(const KernelFeatures& k) { return k.sk_data_ready && k.sock_send_length; }
+
+constexpr std::string_view kSendLengthKernel = "needs sock:sk_data_ready and sock:sock_send_length (kernel 6.6+)";
+constexpr std::string_view kSendLengthKind = "tp_btf sockets, send length";
+
 // The raw tracepoint dependency row with the HTTP/2 walk: its first program.
 constexpr std::string_view kRawHttp2Exit = "hr_dep_raw_h2_sys_exit";
 
@@ -34,11 +40,12 @@ struct ChoiceName {
   ProgramSet set;
   std::string_view name;
 };
-constexpr std::array<ChoiceName, 4> kChoiceNames{{
+constexpr std::array<ChoiceName, 5> kChoiceNames{{
     {ProgramSet::automatic, "auto"},
     {ProgramSet::sockets, "sockets"},
     {ProgramSet::syscalls, "syscalls"},
     {ProgramSet::raw, "raw"},
+    {ProgramSet::send_length, "send-length"},
 }};
 
 }  // namespace
@@ -99,6 +106,9 @@ const std::vector<ProgramSetRow>& dependency_set_rows() {
   static const std::vector<ProgramSetRow> rows{
       {"tp_btf sockets", {"hr_dep_set_state", "hr_dep_write", "hr_dep_arrival"}, {}, true, false, PortsTaken::every,
        has_socket_tracepoints, kSocketKernel, bit(ProgramSet::automatic) | bit(ProgramSet::sockets)},
+      {kSendLengthKind, {"hr_dep_set_state", "hr_dep_sent", "hr_dep_arrival"}, {}, true, false, PortsTaken::every,
+       has_send_length, kSendLengthKernel,
+       bit(ProgramSet::automatic) | bit(ProgramSet::sockets) | bit(ProgramSet::send_length)},
       syscall_row("tp_btf syscalls", {"hr_dep_btf_sys_exit", "hr_dep_btf_sys_state", "hr_dep_btf_sys_fork"},
                   "hr_dep_arrival",
                   bit(ProgramSet::automatic) | bit(ProgramSet::syscalls)),
@@ -115,7 +125,8 @@ Result<ProgramSet> parse_program_set(std::string_view name) {
   if (name.empty()) return ProgramSet::automatic;
   for (const auto& c : kChoiceNames)
     if (c.name == name) return c.set;
-  return Error{EINVAL, "unknown eBPF program set \"" + std::string(name) + "\" (auto, sockets, syscalls or raw)"};
+  return Error{EINVAL, "unknown eBPF program set \"" + std::string(name) +
+                           "\" (auto, sockets, syscalls, raw, or send-length for dependencies)"};
 }
 
 std::string_view program_set_name(ProgramSet set) {
@@ -141,6 +152,11 @@ bool offered_and_fits(ProgramSetPlan& plan, const ProgramSetRow& row, ProgramSet
 
 ProgramSetPlan plan_program_sets(ProgramSet choice, const PortNeeds& needs, const KernelFeatures& kernel) {
   ProgramSetPlan plan;
+  if (choice == ProgramSet::send_length) {
+    plan.skipped = "send-length: a dependency program set, endpoints have none (auto, sockets, syscalls or raw); ";
+    plan.skipped_err = ENOTSUP;
+    return plan;
+  }
   for (const auto& row : program_set_rows()) {
     if (!offered_and_fits(plan, row, choice, kernel)) continue;
     if (row.ports == PortsTaken::without_bytes && needs.some_bytes) {
@@ -157,6 +173,10 @@ ProgramSetPlan plan_dependency_sets(ProgramSet choice, bool http2, const KernelF
   ProgramSetPlan plan;
   for (const auto& row : dependency_set_rows()) {
     if (!offered_and_fits(plan, row, choice, kernel)) continue;
+    if (row.kind == kSendLengthKind && http2) {
+      skip_row(plan, row, "a dependency speaks HTTP/2, whose frames it does not see");
+      continue;
+    }
     // The raw programs of the other kind: not a choice, nothing to say.
     if (row.kind == "raw_tp syscalls" && (row.programs[0] == kRawHttp2Exit) != http2) continue;
     plan.tries.push_back(&row);

@@ -24,9 +24,13 @@ enum class ProgramSet {
   sockets,    // the socket tracepoints only
   syscalls,   // the syscall tracepoints, as BTF tracepoints, else as raw tracepoints
   raw,        // the syscall tracepoints as raw tracepoints only
+  // The dependency probe's send-length set only (sock:sock_send_length for
+  // tcp:tcp_sendmsg_locked, kernels 6.6 to 6.10); endpoints have none.
+  send_length,
 };
 
-// "auto" (or ""), "sockets", "syscalls", "raw": HEADROOM_EBPF_PROGRAMS's values.
+// "auto" (or ""), "sockets", "syscalls", "raw", "send-length":
+// HEADROOM_EBPF_PROGRAMS's values.
 Result<ProgramSet> parse_program_set(std::string_view name);
 std::string_view program_set_name(ProgramSet set);
 
@@ -35,6 +39,7 @@ std::string_view program_set_name(ProgramSet set);
 struct KernelFeatures {
   bool sk_data_ready = false;       // tracepoint sock:sk_data_ready (6.6+)
   bool tcp_sendmsg_locked = false;  // tracepoint tcp:tcp_sendmsg_locked (6.11+)
+  bool sock_send_length = false;    // tracepoint sock:sock_send_length (6.3+)
 };
 
 // What the endpoints need of the programs: whether a port's requests must
@@ -87,8 +92,8 @@ struct ProgramSetPlan {
 ProgramSetPlan plan_program_sets(ProgramSet choice, const PortNeeds& needs, const KernelFeatures& kernel);
 
 // The dependency probe's program sets (probes/ebpf/dependency.bpf.c), best
-// first: the socket set, then the syscall set as BTF tracepoints and as raw
-// tracepoints. `arrival`: sock:sk_data_ready's program, loaded too where the
+// first: the socket set, its send-length variant (no HTTP/2: it sees no
+// bytes), then the syscall set as BTF tracepoints and as raw tracepoints. `arrival`: sock:sk_data_ready's program, loaded too where the
 // kernel has it. `ports` is unused (every row takes every dependency).
 const std::vector<ProgramSetRow>& dependency_set_rows();
 

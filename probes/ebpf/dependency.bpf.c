@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /* Outbound calls to the dependencies (docs/dependencies.md), measured on the
- * calling side's sockets by one of two program sets, which the loader picks
- * (program_set.cc, dependency_set_rows): the socket set below, on the socket
- * tracepoints only (kernel 6.11+), and the syscall set
- * (dependency_syscalls.bpf.h, included at the end) for older kernels. Both
- * share the calls slots, the decision of a peer and the counting. The socket
- * set:
+ * calling side's sockets by one of three program sets, which the loader
+ * picks (program_set.cc, dependency_set_rows): the socket set below, on the
+ * socket tracepoints only (kernel 6.11+), its send-length variant (6.6+),
+ * and the syscall set (dependency_syscalls.bpf.h, included at the end) for
+ * older kernels and HTTP/2 before 6.11. All share the calls slots, the
+ * decision of a peer and the counting. The socket set:
  *   inet_sock_set_state  CLOSE -> SYN_SENT, in the connecting task: whether
  *                        the connection is traced (its peer is a
  *                        dependency's, its process a caller), kept in the
@@ -19,6 +19,10 @@
  *   sk_data_ready        answer bytes arrive: the call in flight ends (the
  *                        syscall set loads this program too, where the
  *                        kernel has the tracepoint: 6.6+)
+ * The send-length set (kernels 6.6 to 6.10) is the socket set with
+ * sock:sock_send_length in tcp_sendmsg_locked's place: a call starts as the
+ * send returns (dep_sent). It sees no bytes, so HTTP/2 dependencies take the
+ * syscall set there.
  * Every hook first loads the port's entry of a global array indexed by the
  * remote port: that load is all an untraced connection pays. Calls in flight
  * sit in slots of an array user space maps and reads in place, so a call
@@ -500,6 +504,61 @@ static __always_inline void dep_arrival(struct sock *sk) {
   end_call_at(e, 0, END_ANSWER, answer, segment_time(sk), sent_stamp(sk));
 }
 
+/* The send-length set (kernels 6.6 to 6.10: sock:sock_send_length, 6.3+,
+ * and sk_data_ready, without tcp_sendmsg_locked): a call starts as the
+ * client's send returns, bytes long. The socket's lock is released by then,
+ * so the answer can come first (loopback: the server answers before the
+ * send returns) or at the same time, on another CPU. The call's rcv_start
+ * is therefore the read position (copied_seq): the client has read the last
+ * answer before it sends, and any byte past that position is this call's
+ * answer. When one is there once the slot is taken, the answer came during
+ * the send, and the call ends here, at the time TCP processed it
+ * (segment_time), unless the arrival found the slot and ended it first
+ * (both end it only when the arrival runs in the instant between this
+ * program's load of rcv_nxt and its end of the call: counted twice then). */
+static __always_inline void dep_sent(struct sock *sk, __u32 bytes) {
+  const struct hr_dep_port *pc = port_config(sk->__sk_common.skc_dport);
+  if (!pc) return; /* what other sends pay, of every kind of socket */
+  const __u16 family = sk->__sk_common.skc_family;
+  if ((family != AF_INET && family != AF_INET6) || sk->sk_protocol != IPPROTO_TCP ||
+      sk->__sk_common.skc_state != TCP_ESTABLISHED)
+    return;
+  const __u32 dep = dep_of(sk, pc);
+  const struct hr_dep *d = bpf_map_lookup_elem(&deps, &dep);
+  if (!d) return; /* no dependency's peer */
+  struct hr_dep_sk *st = 0;
+  if (d->callers) {
+    st = decided(sk, pc);
+    if (!st || st->dep == HR_DEP_UNTRACED || st->dep == HR_DEP_UNDECIDED) return;
+  }
+  struct hr_dep_call *e = find_call(sk);
+  if (e) {
+    more_of_the_call(sk, e);
+    return;
+  }
+  const struct tcp_sock *tp = tcp_of(sk);
+  const __u32 copied = tp->copied_seq;
+  __u32 flags = 0;
+  __u64 now;
+  if (bytes > HR_DEP_ONE_SEND_BYTES) {
+    now = bpf_ktime_get_ns();
+  } else { /* its start from TCP's send stamp once it ends (call_began) */
+    flags = HR_DEP_F_TXSTART;
+    now = tick_time();
+  }
+  const __u32 slot = take_slot(sk, call_position(sk), dep, now, copied, flags);
+  if (st) st->slot = slot;
+  if (!slot) return;
+  barrier();
+  const __u32 rcv = tp->rcv_nxt;
+  if (rcv == copied) return; /* the answer is to come: sk_data_ready ends the call */
+  __u32 idx = slot - 1;
+  e = bpf_map_lookup_elem(&calls, &idx);
+  if (!e || e->sk != (__u64)sk) return; /* the arrival ended it */
+  const __u32 answer = d->proto == HR_DEP_PROTO_HTTP1 ? answer_status(sk, rcv - copied) : 0;
+  end_call_at(e, st, END_ANSWER, answer, segment_time(sk), sent_stamp(sk));
+}
+
 /* HTTP/2 dependencies: streams (dep_h2_write, dep_h2_arrival, dep_h2_state). */
 #include "dependency_http2.bpf.h"
 
@@ -514,6 +573,12 @@ SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(hr_dep_write, struct sock *sk, const struct msghdr *msg, const struct sk_buff *skb, int size_goal) {
   if (dep_h2_write(sk, msg)) return 0;
   dep_write(sk, msg);
+  return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(hr_dep_sent, struct sock *sk, int ret, int flags) {
+  if (ret > 0) dep_sent(sk, (__u32)ret);
   return 0;
 }
 

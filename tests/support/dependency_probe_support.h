@@ -36,8 +36,7 @@
 // (the error names the version), fails on any other error.
 #define HR_OPEN_DEPENDENCY_PROBE(var, specs)                                                           \
   auto var##_opened = ::headroom::probes::DependencyProbe::open(specs, ::headroom::testing::probe_options()); \
-  if (!var##_opened && var##_opened.error().code == ENOTSUP &&                                         \
-      var##_opened.error().message.find("Linux 6.11") != std::string::npos)                          \
+  if (!var##_opened && ::headroom::testing::kernel_lacks_the_set(var##_opened.error()))               \
     GTEST_SKIP() << "SKIPPED: " << var##_opened.error().message;                                     \
   ASSERT_TRUE(var##_opened) << var##_opened.error().message;                                         \
   EXPECT_EQ((*var##_opened)->load_failures(), "") << "a better program set did not load";            \
@@ -55,12 +54,19 @@ inline probes::DependencyProbeOptions probe_options() {
   return o;
 }
 
+// Whether DependencyProbe::open refused because no program set of the
+// choice fits this kernel (the error names what each needs).
+inline bool kernel_lacks_the_set(const Error& e) {
+  return e.code == ENOTSUP && e.message.find("no dependency program set of it can measure here") != std::string::npos;
+}
+
 // What attach_kind() says for that set on a kernel with every tracepoint
 // the probe uses (6.11+).
 inline std::string expected_kind() {
   const auto set = probe_options().programs;
   if (set == probes::ProgramSet::syscalls) return "tp_btf syscalls";
   if (set == probes::ProgramSet::raw) return "raw_tp syscalls";
+  if (set == probes::ProgramSet::send_length) return "tp_btf sockets, send length";
   return "tp_btf sockets";
 }
 

@@ -21,7 +21,8 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(ProgramSet, EveryNameParsesBackToItsSet) {
-  for (const ProgramSet set : {ProgramSet::automatic, ProgramSet::sockets, ProgramSet::syscalls, ProgramSet::raw}) {
+  for (const ProgramSet set : {ProgramSet::automatic, ProgramSet::sockets, ProgramSet::syscalls, ProgramSet::raw,
+                               ProgramSet::send_length}) {
     const auto parsed = parse_program_set(program_set_name(set));
     ASSERT_TRUE(parsed.ok()) << program_set_name(set);
     EXPECT_EQ(*parsed, set);
@@ -30,6 +31,7 @@ TEST(ProgramSet, EveryNameParsesBackToItsSet) {
   EXPECT_EQ(program_set_name(ProgramSet::sockets), "sockets");
   EXPECT_EQ(program_set_name(ProgramSet::syscalls), "syscalls");
   EXPECT_EQ(program_set_name(ProgramSet::raw), "raw");
+  EXPECT_EQ(program_set_name(ProgramSet::send_length), "send-length");
 }
 
 TEST(ProgramSet, EmptyIsAutomatic) {
@@ -44,15 +46,16 @@ TEST(ProgramSet, UnknownNamesAreRefusedWithTheChoices) {
     ASSERT_FALSE(parsed.ok()) << name;
     EXPECT_EQ(parsed.error().code, EINVAL);
     EXPECT_THAT(parsed.error().message, HasSubstr(std::string(name)));
-    EXPECT_THAT(parsed.error().message, HasSubstr("auto, sockets, syscalls or raw"));
+    EXPECT_THAT(parsed.error().message, HasSubstr("auto, sockets, syscalls, raw, or send-length for dependencies"));
   }
 }
 
 TEST(ProgramSet, OptionsDefaultToAutomatic) { EXPECT_EQ(EndpointProbeOptions{}.programs, ProgramSet::automatic); }
 
-constexpr KernelFeatures kKernel611{true, true};   // both socket tracepoints
-constexpr KernelFeatures kKernel66{true, false};   // sk_data_ready only
-constexpr KernelFeatures kKernelOld{false, false};
+constexpr KernelFeatures kKernel611{true, true, true};  // every socket tracepoint
+constexpr KernelFeatures kKernel66{true, false, true};  // sk_data_ready and sock_send_length
+constexpr KernelFeatures kKernel63{false, false, true}; // sock_send_length only
+constexpr KernelFeatures kKernelOld{false, false, false};
 constexpr PortNeeds kNoBytes{false, false};
 constexpr PortNeeds kSomeBytes{true, false};
 constexpr PortNeeds kAllBytes{true, true};
@@ -61,6 +64,9 @@ constexpr std::string_view kSockets = "tp_btf sockets";
 constexpr std::string_view kBoth = "tp_btf sockets + syscalls";
 constexpr std::string_view kBtf = "tp_btf syscalls";
 constexpr std::string_view kRaw = "raw_tp syscalls";
+constexpr std::string_view kSendLength = "tp_btf sockets, send length";
+constexpr std::string_view kSendLengthWhy = "needs sock:sk_data_ready and sock:sock_send_length (kernel 6.6+); ";
+constexpr std::string_view kHttp2Why = "a dependency speaks HTTP/2, whose frames it does not see; ";
 constexpr std::string_view kKernelWhy = "needs sock:sk_data_ready and tcp:tcp_sendmsg_locked (kernel 6.11+); ";
 constexpr std::string_view kBytesWhy = "an endpoint has a path or protocol = \"http2\"; ";
 
@@ -111,6 +117,8 @@ TEST(ProgramSetPlan, TriesTheRowsThatFitBestFirst) {
       {"syscalls, 6.11", ProgramSet::syscalls, kNoBytes, kKernel611, {kBtf, kRaw}, ""},
       {"syscalls, old kernel, every port a path", ProgramSet::syscalls, kAllBytes, kKernelOld, {kBtf, kRaw}, ""},
       {"raw", ProgramSet::raw, kSomeBytes, kKernel611, {kRaw}, ""},
+      {"send-length: a dependency set, none of the endpoints'", ProgramSet::send_length, kNoBytes, kKernel611, {},
+       "send-length: a dependency program set, endpoints have none (auto, sockets, syscalls or raw); "},
   };
   for (const auto& c : cases) expect_plan(plan_program_sets(c.choice, c.needs, c.kernel), c.tries, c.skipped, c.what);
 }
@@ -173,13 +181,25 @@ TEST(ProgramSetRows, NameOnlyProgramsOfTheObject) {
 // the syscall set; HTTP/2 with each, the raw programs of the HTTP/2 kind.
 TEST(DependencySetPlan, TriesTheRowsThatFitBestFirst) {
   const std::vector<PlanCaseOf<bool>> cases{
-      {"auto, 6.11", ProgramSet::automatic, false, kKernel611, {kSockets, kBtf, kRaw}, ""},
-      {"auto, 6.11, http2", ProgramSet::automatic, true, kKernel611, {kSockets, kBtf, kRaw}, ""},
-      {"auto, 6.6: the syscall set", ProgramSet::automatic, false, kKernel66, {kBtf, kRaw}, why(kSockets, kKernelWhy)},
-      {"auto, old kernel, http2: the syscall set", ProgramSet::automatic, true, kKernelOld, {kBtf, kRaw},
+      {"auto, 6.11", ProgramSet::automatic, false, kKernel611, {kSockets, kSendLength, kBtf, kRaw}, ""},
+      {"auto, 6.11, http2: not the send-length set", ProgramSet::automatic, true, kKernel611, {kSockets, kBtf, kRaw},
+       why(kSendLength, kHttp2Why)},
+      {"auto, 6.6: the send-length set", ProgramSet::automatic, false, kKernel66, {kSendLength, kBtf, kRaw},
        why(kSockets, kKernelWhy)},
-      {"sockets, 6.11", ProgramSet::sockets, false, kKernel611, {kSockets}, ""},
-      {"sockets, 6.6: nothing fits", ProgramSet::sockets, false, kKernel66, {}, why(kSockets, kKernelWhy)},
+      {"auto, 6.6, http2: the syscall set", ProgramSet::automatic, true, kKernel66, {kBtf, kRaw},
+       why(kSockets, kKernelWhy) + why(kSendLength, kHttp2Why)},
+      {"auto, 6.3: the syscall set", ProgramSet::automatic, false, kKernel63, {kBtf, kRaw},
+       why(kSockets, kKernelWhy) + why(kSendLength, kSendLengthWhy)},
+      {"auto, old kernel, http2: the syscall set", ProgramSet::automatic, true, kKernelOld, {kBtf, kRaw},
+       why(kSockets, kKernelWhy) + why(kSendLength, kSendLengthWhy)},
+      {"sockets, 6.11", ProgramSet::sockets, false, kKernel611, {kSockets, kSendLength}, ""},
+      {"sockets, 6.6: the send-length set", ProgramSet::sockets, false, kKernel66, {kSendLength},
+       why(kSockets, kKernelWhy)},
+      {"sockets, 6.6, http2: nothing fits", ProgramSet::sockets, true, kKernel66, {},
+       why(kSockets, kKernelWhy) + why(kSendLength, kHttp2Why)},
+      {"send-length, 6.11", ProgramSet::send_length, false, kKernel611, {kSendLength}, ""},
+      {"send-length, 6.3: nothing fits", ProgramSet::send_length, false, kKernel63, {},
+       why(kSendLength, kSendLengthWhy)},
       {"syscalls, 6.11", ProgramSet::syscalls, false, kKernel611, {kBtf, kRaw}, ""},
       {"syscalls, http2", ProgramSet::syscalls, true, kKernel611, {kBtf, kRaw}, ""},
       {"raw, http2", ProgramSet::raw, true, kKernel611, {kRaw}, ""},
