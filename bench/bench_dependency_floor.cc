@@ -2,7 +2,8 @@
 // bench_dependency_floor: what the eBPF dependency probe costs an outbound
 // call, as a ratio to the floor: empty programs (bench/floor.bpf.c) on the
 // tracepoints the probe's program set attaches (--programs): the socket set
-// inet_sock_set_state, tcp_sendmsg_locked, sk_data_ready; the syscall set
+// inet_sock_set_state, tcp_sendmsg_locked, sk_data_ready; the send-length
+// set inet_sock_set_state, sock_send_length, sk_data_ready; the syscall set
 // sys_exit, inet_sock_set_state, sk_data_ready (BTF tracepoints); the raw
 // one sys_exit, inet_sock_set_state (raw tracepoints). The syscall sets'
 // sched_process_fork program has no floor: nothing forks here.
@@ -16,8 +17,8 @@
 // variants in an order rotated every cycle:
 //   none     nothing attached
 //   floor    the empty programs on the probe's hooks
-//   floor4   the same and one more hook, for comparison: sockets,
-//            sock_recv_length (the endpoint socket set's floor,
+//   floor4   the same and one more hook, for comparison: sockets and
+//            send-length, sock_recv_length (the endpoint socket set's floor,
 //            bench_ebpf_floor's floor-sockets); syscalls and raw, sys_enter
 //            (BTF: the endpoint syscall set's floor)
 //   product  DependencyProbe, opened once, then detached and attached
@@ -41,7 +42,7 @@
 //
 //   bench_dependency_floor [--cycles N (1500)] [--slice N (200)] [--warmup N (300)]
 //                          [--protocol generic|http1] [--stats-slices N (10)] [--cpu N]
-//                          [--programs sockets|syscalls|raw (sockets)]
+//                          [--programs sockets|send-length|syscalls|raw (sockets)]
 // http1: the exchange is "GET / HTTP/1.1" / "HTTP/1.1 200 OK" and the
 // dependency http1, so each answer's status line is read (arrived.bpf.h).
 // Needs root and a kernel with BTF; the socket set needs its tracepoints (6.11+).
@@ -194,6 +195,8 @@ Floor floor_of(headroom::probes::ProgramSet set) {
   if (set == ProgramSet::syscalls)
     return {{"floor_sys_exit", "floor_inet_sock_set_state", "floor_sk_data_ready"}, "floor_sys_enter"};
   if (set == ProgramSet::raw) return {{"floor_raw_sys_exit", "floor_raw_inet_sock_set_state"}, "floor_sys_enter"};
+  if (set == ProgramSet::send_length)
+    return {{"floor_inet_sock_set_state", "floor_sock_send_length", "floor_sk_data_ready"}, "floor_sock_recv_length"};
   return {{"floor_inet_sock_set_state", "floor_tcp_sendmsg_locked", "floor_sk_data_ready"}, "floor_sock_recv_length"};
 }
 
@@ -220,7 +223,7 @@ int main(int argc, char** argv) {
     const int v = std::atoi(argv[i + 1]);
     if (a == "--programs") {
       auto set = headroom::probes::parse_program_set(argv[i + 1]);
-      if (!set || *set == headroom::probes::ProgramSet::automatic) fail("--programs is sockets, syscalls or raw");
+      if (!set || *set == headroom::probes::ProgramSet::automatic) fail("--programs is sockets, send-length, syscalls or raw");
       options.programs = *set;
       continue;
     }

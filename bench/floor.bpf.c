@@ -32,6 +32,11 @@ int floor_sock_recv_length(void *ctx) {
   return 0;
 }
 
+SEC("tp_btf/sock_send_length")
+int floor_sock_send_length(void *ctx) {
+  return 0;
+}
+
 SEC("tp_btf/tcp_sendmsg_locked")
 int floor_tcp_sendmsg_locked(void *ctx) {
   return 0;
