@@ -309,6 +309,7 @@ Result<void> DependencyProbe::Impl::trace_existing_callers() {
   for (const pid_t pid : socket_holders(options.proc_root, ports, SocketEnd::remote, 0)) {
     const auto key = static_cast<uint32_t>(pid);
     const uint8_t one = 1;
+    obj->bss->dep_proc_marks[key & (HR_DEP_PROC_MARKS - 1)] = 1;  // before the programs attach
     if (bpf_map_update_elem(fd, &key, &one, BPF_ANY) != 0)
       return Error{errno, "cannot add process " + std::to_string(pid) + " to the eBPF dep_procs map: " +
                               std::strerror(errno)};
@@ -392,7 +393,8 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
   impl->map_bytes = static_cast<uint64_t>(HR_DEP_SLOTS) * sizeof(hr_dep_call) + h2_bytes + procs_bytes +
                     dependencies.size() * (sizeof(hr_dep) + sizeof(hr_dep_stats) * static_cast<std::size_t>(ncpu)) +
                     static_cast<uint64_t>(HR_DEP_MAX_CALLERS) * (sizeof(hr_dep_caller) + 8 + 64) +
-                    sizeof(impl->obj->bss->dep_port_slot) + sizeof(impl->obj->bss->dep_port_cfg);
+                    sizeof(impl->obj->bss->dep_port_slot) + sizeof(impl->obj->bss->dep_port_cfg) +
+                    sizeof(impl->obj->bss->dep_proc_marks);
   return std::unique_ptr<DependencyProbe>(new DependencyProbe(std::move(impl)));
 }
 

@@ -16,6 +16,7 @@
 #define HR_DEP_SLOT_TRIES 8          /* slots looked at from a connection's position */
 #define HR_DEP_MAX_CALLERS 65536     /* (dependency, process) pairs allowed */
 #define HR_DEP_MAX_PROCS 8192        /* syscall set: processes with connections to a dependency's port (LRU) */
+#define HR_DEP_PROC_MARKS 16384      /* syscall set: marks in front of those (dep_proc_marks), a power of 2 */
 #define HR_NO_DEP 0xffffffffu
 
 /* dep_port_slot[remote port, network byte order] is 0 for a port no

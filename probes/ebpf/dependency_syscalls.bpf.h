@@ -12,7 +12,7 @@
  *                        established, a connect failure if it closes first;
  *                        a close or reset with a call in flight ends it
  *   raw_syscalls sys_exit  for the processes in dep_procs only (every other
- *                        process pays that one lookup): write, writev,
+ *                        process pays one load, dsys_traced): write, writev,
  *                        sendto, sendmsg, sendfile that moved bytes on a
  *                        connection to a dependency start a call when none is
  *                        in flight; read, readv, recvfrom, recvmsg that
@@ -46,6 +46,38 @@ struct {
   __type(key, __u32);
   __type(value, __u8);
 } dep_procs SEC(".maps");
+
+/* A filter in front of dep_procs: the byte at tgid % HR_DEP_PROC_MARKS is
+ * set when a process goes into dep_procs (here or by the loader) and never
+ * cleared, so a process whose byte is 0 is not there and pays one load
+ * instead of the hash look-up. A process that shares its byte with a traced
+ * one, or reuses a traced one's pid, pays the look-up as before. Bytes, not
+ * bits: CPUs that mark at once lose no mark. */
+__u8 dep_proc_marks[HR_DEP_PROC_MARKS] = {};
+
+static __always_inline void dsys_mark(__u32 tgid) { dep_proc_marks[tgid & (HR_DEP_PROC_MARKS - 1)] = 1; }
+
+/* The last process each CPU found in dep_procs: its next system calls on
+ * that CPU skip the hash look-up. A process that has left the map since (or
+ * one that reuses its pid) is looked at a while longer: dep_procs only
+ * saves work (whose calls count is dsys_caller's and the peer's). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u32);
+} dep_last_proc SEC(".maps");
+
+/* Whether the process's system calls are looked at. */
+static __always_inline int dsys_traced(__u32 tgid) {
+  if (!dep_proc_marks[tgid & (HR_DEP_PROC_MARKS - 1)]) return 0;
+  const __u32 zero = 0;
+  __u32 *last = bpf_map_lookup_elem(&dep_last_proc, &zero);
+  if (last && *last == tgid) return 1;
+  if (!bpf_map_lookup_elem(&dep_procs, &tgid)) return 0;
+  if (last) *last = tgid;
+  return 1;
+}
 
 /* Connects in progress, by socket address: where their slot is. An entry
  * lives from SYN_SENT to ESTABLISHED or CLOSE (raw tracepoints have no
@@ -139,7 +171,7 @@ static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const i
   __u32 dir, kind;
   if (!syscall_io(btf ? HR_SYSCALL_NR(regs) : HR_SYSCALL_NR_CORE(regs), &dir, &kind)) return;
   const __u32 tgid = bpf_get_current_pid_tgid() >> 32;
-  if (!bpf_map_lookup_elem(&dep_procs, &tgid)) return; /* the one lookup other processes pay */
+  if (!dsys_traced(tgid)) return; /* what other processes pay */
   const long fd = btf ? (long)PT_REGS_PARM1_SYSCALL(regs) : (long)PT_REGS_PARM1_CORE_SYSCALL(regs);
   struct sock *sk = btf ? sock_of_fd_btf(fd) : sock_of_fd(fd);
   if (!sk) return;
@@ -159,6 +191,7 @@ static __always_inline void dsys_connect(struct sock *sk, const struct hr_dep_po
   if (dep == HR_NO_DEP) return;
   const __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   const __u8 one = 1;
+  dsys_mark(tgid);
   bpf_map_update_elem(&dep_procs, &tgid, &one, BPF_ANY);
   if (!dsys_caller(d, dep, tgid)) return;
   struct hr_dep_sk st = {.dep = dep + 1};
@@ -193,8 +226,9 @@ static __always_inline void dep_sys_state(struct sock *sk, int newstate, const i
 
 /* A new process (not a thread: same tgid) of a traced one. */
 static __always_inline void dep_sys_fork(__u32 parent, __u32 child) {
-  if (parent == child || !bpf_map_lookup_elem(&dep_procs, &parent)) return;
+  if (parent == child || !dsys_traced(parent)) return;
   const __u8 one = 1;
+  dsys_mark(child);
   bpf_map_update_elem(&dep_procs, &child, &one, BPF_ANY);
 }
 
