@@ -43,11 +43,20 @@
 //   bench_dependency_floor [--cycles N (1500)] [--slice N (200)] [--warmup N (300)]
 //                          [--protocol generic|http1] [--stats-slices N (10)] [--cpu N]
 //                          [--programs sockets|send-length|syscalls|raw (sockets)]
+//                          [--server thread|process (thread)]
+// --server process: the server ends in a child process (ServerProcess), as
+// a real dependency's server is (another process, or another machine): in
+// the syscall sets it is not a caller, so its reads and writes pay the
+// process look-up alone, where with --server thread (one thread owning both
+// ends) they pay the descriptor walk too. The CPU per exchange is then the
+// client thread's and the server process's, and each exchange switches
+// between them (both on one CPU with --cpu).
 // http1: the exchange is "GET / HTTP/1.1" / "HTTP/1.1 200 OK" and the
 // dependency http1, so each answer's status line is read (arrived.bpf.h).
 // Needs root and a kernel with BTF; the socket set needs its tracepoints (6.11+).
 #include <arpa/inet.h>
 #include <sched.h>
+#include <sys/wait.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <netinet/in.h>
@@ -67,6 +76,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "probes/dependency_probe.h"
@@ -99,7 +109,89 @@ int64_t mono_ns() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-// A loopback connection this thread owns both ends of.
+// The server ends in a process of their own (--server-process): a child
+// forked before the probe is opened (so neither it nor its fork is a
+// caller), handed each accepted socket over a Unix socket, and answering
+// on it from a thread of its own. Its CPU is counted with the client's.
+struct ServerProcess {
+  pid_t pid = -1;
+  int channel = -1;  // the parent's end
+  clockid_t clock{};
+
+  void start() {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) fail("socketpair failed");
+    pid = ::fork();
+    if (pid < 0) fail("fork failed");
+    if (pid == 0) {
+      ::close(sv[0]);
+      serve(sv[1]);
+    }
+    ::close(sv[1]);
+    channel = sv[0];
+    if (::clock_getcpuclockid(pid, &clock) != 0) fail("cannot read the server process's CPU clock");
+  }
+  int64_t cpu_ns() const {
+    timespec ts{};
+    ::clock_gettime(clock, &ts);
+    return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  }
+  // Hands over one server end, with the answer it gives.
+  void adopt(int fd, std::string_view answer) {
+    char data[128] = {};
+    std::memcpy(data, answer.data(), std::min(answer.size(), sizeof data - 1));
+    iovec iov{data, sizeof data};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    if (::sendmsg(channel, &m, 0) != static_cast<ssize_t>(sizeof data)) fail("cannot hand a socket to the server");
+  }
+  void stop() {
+    if (pid <= 0) return;
+    ::close(channel);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+  }
+  // The child: one answering thread per socket it is handed, until the
+  // parent closes the channel.
+  [[noreturn]] static void serve(int channel) {
+    std::vector<std::thread> threads;
+    for (;;) {
+      char data[128] = {};
+      iovec iov{data, sizeof data};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr m{};
+      m.msg_iov = &iov;
+      m.msg_iovlen = 1;
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+      if (::recvmsg(channel, &m, MSG_WAITALL) != static_cast<ssize_t>(sizeof data)) break;
+      cmsghdr* c = CMSG_FIRSTHDR(&m);
+      if (c == nullptr || c->cmsg_type != SCM_RIGHTS) break;
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      threads.emplace_back([fd, answer = std::string(data)] {
+        char buf[128];
+        while (::read(fd, buf, sizeof buf) > 0)
+          if (::write(fd, answer.data(), answer.size()) != static_cast<ssize_t>(answer.size())) break;
+        ::close(fd);
+      });
+    }
+    for (auto& t : threads) t.detach();
+    ::_exit(0);
+  }
+};
+
+// A loopback connection this thread owns both ends of (or the client's
+// alone, the server's handed to a ServerProcess).
 struct Pair {
   int listener = -1, client = -1, server = -1;
   uint16_t port = 0;
@@ -130,8 +222,19 @@ struct Pair {
     ::setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
   std::string_view kPing = "PING\r\n", kPong = "+PONG\r\n";
+  void hand_to(ServerProcess& s) {
+    s.adopt(server, kPong);
+    ::close(server);
+    server = -1;
+  }
   void exchange() {
     char buf[128];
+    if (server < 0) {  // the server process answers
+      if (::write(client, kPing.data(), kPing.size()) != static_cast<ssize_t>(kPing.size()) ||
+          ::read(client, buf, sizeof buf) != static_cast<ssize_t>(kPong.size()))
+        fail(std::string("exchange failed: ") + std::strerror(errno));
+      return;
+    }
     if (::write(client, kPing.data(), kPing.size()) != static_cast<ssize_t>(kPing.size()) ||
         ::read(server, buf, sizeof buf) <= 0 ||
         ::write(server, kPong.data(), kPong.size()) != static_cast<ssize_t>(kPong.size()) ||
@@ -215,7 +318,7 @@ ProgRun prog_run(int fd) {
 
 int main(int argc, char** argv) {
   int cycles = 1500, slice = 200, warmup = 300, stats_slices = 10, cpu = -1;
-  bool http1 = false;
+  bool http1 = false, server_process = false;
   headroom::probes::DependencyProbeOptions options;
   options.programs = headroom::probes::ProgramSet::sockets;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -225,6 +328,11 @@ int main(int argc, char** argv) {
       auto set = headroom::probes::parse_program_set(argv[i + 1]);
       if (!set || *set == headroom::probes::ProgramSet::automatic) fail("--programs is sockets, send-length, syscalls or raw");
       options.programs = *set;
+      continue;
+    }
+    if (a == "--server") {
+      server_process = std::string_view(argv[i + 1]) == "process";
+      if (!server_process && std::string_view(argv[i + 1]) != "thread") fail("--server is thread or process");
       continue;
     }
     if (a == "--protocol") {
@@ -247,6 +355,8 @@ int main(int argc, char** argv) {
     if (::sched_setaffinity(0, sizeof set, &set) != 0) fail("--cpu " + std::to_string(cpu) + ": " + std::strerror(errno));
   }
 
+  ServerProcess server;
+  if (server_process) server.start();  // before the probe: not a caller, nor its fork
   Pair traced, untraced;
   headroom::probes::DependencySpec spec;
   spec.address = in6_addr{};
@@ -274,6 +384,8 @@ int main(int argc, char** argv) {
   }
   traced.connect();
   untraced.connect();
+  if (server_process)
+    for (Pair* p : {&traced, &untraced}) p->hand_to(server);
   (*probe)->detach();
 
   floor_bpf* floor = floor_bpf__open();
@@ -305,9 +417,10 @@ int main(int argc, char** argv) {
     if (v == kProduct) (*probe)->detach();
   };
   auto run = [&](Pair& p, int n) {
-    const int64_t t0 = thread_cpu_ns();
+    const auto cpu_now = [&] { return thread_cpu_ns() + (server_process ? server.cpu_ns() : 0); };
+    const int64_t t0 = cpu_now();
     for (int i = 0; i < n; ++i) p.exchange();
-    return static_cast<double>(thread_cpu_ns() - t0) / n;
+    return static_cast<double>(cpu_now() - t0) / n;
   };
   for (Pair* p : {&traced, &untraced}) (void)run(*p, warmup);
 
@@ -331,8 +444,9 @@ int main(int argc, char** argv) {
   const uint64_t counted = snap.dependencies[0].calls.stats.completed - completed0;
 
   const char* const conn_names[2] = {"traced connection (the dependency)", "untraced connection (another port)"};
-  std::printf("bench_dependency_floor: %s, %s, %d cycles x %d exchanges per slice, CPU ns per exchange\n",
-              (*probe)->attach_kind().c_str(), http1 ? "http1" : "generic", cycles, slice);
+  std::printf("bench_dependency_floor: %s, %s, %d cycles x %d exchanges per slice, CPU ns per exchange%s\n",
+              (*probe)->attach_kind().c_str(), http1 ? "http1" : "generic", cycles, slice,
+              server_process ? " (client thread and server process)" : "");
   std::printf("floor: %zu empty programs; floor4: and %s\n", fl.progs.size(), fl.extra.c_str());
   for (int conn = 0; conn < 2; ++conn) {
     std::vector<double> floor_d, floor4_d, product_d, ratio, beyond;
@@ -403,6 +517,7 @@ int main(int argc, char** argv) {
     ::close(stats_fd);
   }
   floor_bpf__destroy(floor);
+  server.stop();
   for (int fd : product_fds) ::close(fd);
 
   // What read() costs the agent each interval: without callers (counters
