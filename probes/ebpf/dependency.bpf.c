@@ -533,7 +533,10 @@ static __always_inline void dep_sent(struct sock *sk, __u32 bytes) {
   }
   struct hr_dep_call *e = find_call(sk);
   if (e) {
-    more_of_the_call(sk, e);
+    /* More of the call: its start stays as its first send took it. The
+     * stamp is no guide now: this piece, sent on an idle connection (the
+     * first one acknowledged), stamped its own time. */
+    e->flags &= ~HR_DEP_F_TXSTART;
     return;
   }
   const struct tcp_sock *tp = tcp_of(sk);
@@ -542,9 +545,13 @@ static __always_inline void dep_sent(struct sock *sk, __u32 bytes) {
   __u64 now;
   if (bytes > HR_DEP_ONE_SEND_BYTES) {
     now = bpf_ktime_get_ns();
-  } else { /* its start from TCP's send stamp once it ends (call_began) */
+  } else {
+    /* TCP's send stamp: this send's first segment's time when it went out
+     * on an idle connection, else older (the tick's time then, under a tick
+     * early, refined from the stamp the answer leaves: call_began). */
     flags = HR_DEP_F_TXSTART;
-    now = tick_time();
+    const __u64 tick = tick_time(), sent = sent_stamp(sk);
+    now = sent > tick ? sent : tick;
   }
   const __u32 slot = take_slot(sk, call_position(sk), dep, now, copied, flags);
   if (st) st->slot = slot;

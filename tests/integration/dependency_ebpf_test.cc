@@ -523,6 +523,52 @@ TEST(DependencyEbpf, EachCallIsTimedWithinTheClientsOwnMeasure) {
   ::close(fd);
 }
 
+// A request written in two pieces, the first acknowledged before the second
+// is written (the server acknowledges at once, and the client waits 50 ms):
+// the second piece goes out on an idle connection, where TCP stamps its send
+// time anew. The call is still timed from its first piece, in every set.
+TEST(DependencyEbpf, ARequestInTwoPiecesIsTimedFromItsFirstPieceThoughItWasAcknowledged) {
+  REQUIRE_EBPF();
+  int lfd = -1;
+  const uint16_t port = listen_loopback(8, lfd);
+  ASSERT_NE(port, 0) << std::strerror(errno);
+  OPEN_PROBE(probe, std::vector{spec(port, 10ms, 100ms, DependencyProtocol::generic)});
+  int client = -1;
+  ASSERT_EQ(connect_to(port, false, client), 0);
+  const int server = ::accept(lfd, nullptr, nullptr);
+  ASSERT_GE(server, 0);
+  const int one = 1;
+  ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  constexpr int kCalls = 5;
+  const auto before = snap(probe).dependencies.at(0);
+  int64_t client_ns = 0;
+  char buf[16];
+  for (int i = 0; i < kCalls; ++i) {
+    ::setsockopt(server, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+    const int64_t t0 = now_ns();
+    ASSERT_EQ(::write(client, "PI", 2), 2);
+    ASSERT_EQ(::read(server, buf, sizeof buf), 2);
+    std::this_thread::sleep_for(50ms);
+    ASSERT_EQ(::write(client, "NG\r\n", 4), 4);
+    ASSERT_EQ(::read(server, buf, sizeof buf), 4);
+    ASSERT_EQ(::write(server, "+PONG\r\n", 7), 7);
+    ASSERT_EQ(::read(client, buf, sizeof buf), 7);
+    client_ns += now_ns() - t0;
+  }
+  const auto after = snap(probe).dependencies.at(0);
+  ASSERT_EQ(after.calls.stats.completed - before.calls.stats.completed, static_cast<uint64_t>(kCalls));
+  const double probe_ms = static_cast<double>(after.calls.stats.busy_ns - before.calls.stats.busy_ns) / 1e6 / kCalls;
+  const double client_ms = static_cast<double>(client_ns) / 1e6 / kCalls;
+  std::cout << "[ pieces ] probe " << probe_ms << " ms, client " << client_ms << " ms per call ("
+            << probe.attach_kind() << ")\n";
+  EXPECT_GE(probe_ms, 50.0) << "timed from the second piece, not the first";
+  EXPECT_LE(probe_ms, client_ms) << "longer than the client saw";
+  EXPECT_EQ(after.calls.stats.over_target - before.calls.stats.over_target, static_cast<uint64_t>(kCalls));
+  ::close(client);
+  ::close(server);
+  ::close(lfd);
+}
+
 // Refused connects to (address, port) pairs that share ports: each counts for
 // the dependency its peer address names, IPv6 and IPv4 alike; an IPv6 socket
 // to an IPv4-mapped address is the IPv4 peer.
