@@ -136,23 +136,31 @@ struct ServerProcess {
     ::clock_gettime(clock, &ts);
     return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
   }
-  // Hands over one server end, with the answer it gives.
-  void adopt(int fd, std::string_view answer) {
+  // One message of the channel: a socket and the answer it gives.
+  struct Handover {
     char data[128] = {};
-    std::memcpy(data, answer.data(), std::min(answer.size(), sizeof data - 1));
     iovec iov{data, sizeof data};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    Handover() {
+      m.msg_iov = &iov;
+      m.msg_iovlen = 1;
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+    }
+    Handover(const Handover&) = delete;
+    Handover& operator=(const Handover&) = delete;
+  };
+  // Hands over one server end, with the answer it gives.
+  void adopt(int fd, std::string_view answer) {
+    Handover h;
+    std::memcpy(h.data, answer.data(), std::min(answer.size(), sizeof h.data - 1));
+    cmsghdr* c = CMSG_FIRSTHDR(&h.m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    if (::sendmsg(channel, &m, 0) != static_cast<ssize_t>(sizeof data)) fail("cannot hand a socket to the server");
+    if (::sendmsg(channel, &h.m, 0) != static_cast<ssize_t>(sizeof h.data)) fail("cannot hand a socket to the server");
   }
   void stop() {
     if (pid <= 0) return;
@@ -165,20 +173,13 @@ struct ServerProcess {
   [[noreturn]] static void serve(int channel) {
     std::vector<std::thread> threads;
     for (;;) {
-      char data[128] = {};
-      iovec iov{data, sizeof data};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr m{};
-      m.msg_iov = &iov;
-      m.msg_iovlen = 1;
-      m.msg_control = control;
-      m.msg_controllen = sizeof control;
-      if (::recvmsg(channel, &m, MSG_WAITALL) != static_cast<ssize_t>(sizeof data)) break;
-      cmsghdr* c = CMSG_FIRSTHDR(&m);
+      Handover h;
+      if (::recvmsg(channel, &h.m, MSG_WAITALL) != static_cast<ssize_t>(sizeof h.data)) break;
+      cmsghdr* c = CMSG_FIRSTHDR(&h.m);
       if (c == nullptr || c->cmsg_type != SCM_RIGHTS) break;
       int fd = -1;
       std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      threads.emplace_back([fd, answer = std::string(data)] {
+      threads.emplace_back([fd, answer = std::string(h.data)] {
         char buf[128];
         while (::read(fd, buf, sizeof buf) > 0)
           if (::write(fd, answer.data(), answer.size()) != static_cast<ssize_t>(answer.size())) break;
