@@ -93,8 +93,9 @@ ProgramSetPlan plan_program_sets(ProgramSet choice, const PortNeeds& needs, cons
 
 // The dependency probe's program sets (probes/ebpf/dependency.bpf.c), best
 // first: the socket set, its send-length variant (no HTTP/2: it sees no
-// bytes), then the syscall set as BTF tracepoints and as raw tracepoints. `arrival`: sock:sk_data_ready's program, loaded too where the
-// kernel has it. `ports` is unused (every row takes every dependency).
+// bytes), then the syscall set as BTF tracepoints and as raw tracepoints.
+// `arrival`: sock:sk_data_ready's program, loaded too where the kernel has
+// it. `ports` is unused (every row takes every dependency).
 const std::vector<ProgramSetRow>& dependency_set_rows();
 
 // The dependency rows to try for `choice`, best first, and why the others of

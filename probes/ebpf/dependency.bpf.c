@@ -559,8 +559,7 @@ static __always_inline void dep_sent(struct sock *sk, __u32 bytes) {
   barrier();
   const __u32 rcv = tp->rcv_nxt;
   if (rcv == copied) return; /* the answer is to come: sk_data_ready ends the call */
-  __u32 idx = slot - 1;
-  e = bpf_map_lookup_elem(&calls, &idx);
+  e = slot_at(slot - 1);
   if (!e || e->sk != (__u64)sk) return; /* the arrival ended it */
   const __u32 answer = d->proto == HR_DEP_PROTO_HTTP1 ? answer_status(sk, rcv - copied) : 0;
   end_call_at(e, st, END_ANSWER, answer, segment_time(sk), sent_stamp(sk));

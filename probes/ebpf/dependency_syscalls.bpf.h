@@ -55,7 +55,13 @@ struct {
  * bits: CPUs that mark at once lose no mark. */
 __u8 dep_proc_marks[HR_DEP_PROC_MARKS] = {};
 
-static __always_inline void dsys_mark(__u32 tgid) { dep_proc_marks[tgid & (HR_DEP_PROC_MARKS - 1)] = 1; }
+/* The process's system calls are looked at from now: its mark, then its
+ * entry (a call that sees the mark before the entry just looks it up). */
+static __always_inline void dsys_trace(__u32 tgid) {
+  const __u8 one = 1;
+  dep_proc_marks[tgid & (HR_DEP_PROC_MARKS - 1)] = 1;
+  bpf_map_update_elem(&dep_procs, &tgid, &one, BPF_ANY);
+}
 
 /* The last process each CPU found in dep_procs: its next system calls on
  * that CPU skip the hash look-up. A process that has left the map since (or
@@ -190,9 +196,7 @@ static __always_inline void dsys_connect(struct sock *sk, const struct hr_dep_po
   const __u32 dep = dsys_dep(sk, pc, btf, &d);
   if (dep == HR_NO_DEP) return;
   const __u32 tgid = bpf_get_current_pid_tgid() >> 32;
-  const __u8 one = 1;
-  dsys_mark(tgid);
-  bpf_map_update_elem(&dep_procs, &tgid, &one, BPF_ANY);
+  dsys_trace(tgid);
   if (!dsys_caller(d, dep, tgid)) return;
   struct hr_dep_sk st = {.dep = dep + 1};
   st.slot = take_slot(sk, bpf_get_prandom_u32(), dep, bpf_ktime_get_ns(), 0, HR_DEP_F_CONNECT);
@@ -227,9 +231,7 @@ static __always_inline void dep_sys_state(struct sock *sk, int newstate, const i
 /* A new process (not a thread: same tgid) of a traced one. */
 static __always_inline void dep_sys_fork(__u32 parent, __u32 child) {
   if (parent == child || !dsys_traced(parent)) return;
-  const __u8 one = 1;
-  dsys_mark(child);
-  bpf_map_update_elem(&dep_procs, &child, &one, BPF_ANY);
+  dsys_trace(child);
 }
 
 SEC("tp_btf/sys_exit")
