@@ -41,6 +41,24 @@ def print_figures():
     note("\nFigures:\n" + "\n".join("  " + f for f in FIGURES))
 
 
+def failure_summary(failures, limit=1500):
+    """Each failed test (or subtest) with where it failed and its message,
+    from unittest's (test, traceback) pairs: printed after the figures, so
+    that the end of a long output still says why a run failed."""
+    lines = []
+    for test, tb in failures:
+        tb_lines = tb.rstrip().splitlines()
+        frames = [i for i, line in enumerate(tb_lines) if line.startswith("  File ")]
+        where = tb_lines[frames[-1]].strip() if frames else ""
+        last_indented = max((i for i, line in enumerate(tb_lines) if line.startswith("  ")), default=-1)
+        message = "\n".join(tb_lines[last_indented + 1:]) or "\n".join(tb_lines[-5:])
+        if len(message) > limit:
+            message = message[:limit] + " [...]"
+        lines.append(f"FAILED: {test.id()}" + (f"\n  at {where}" if where else "") + "\n  " +
+                     message.replace("\n", "\n  "))
+    return "\n".join(lines)
+
+
 class Fatal(AssertionError):
     """Raised from a wait's predicate to stop waiting at once."""
 
@@ -283,8 +301,8 @@ def prologue(script, programs=(), problems=()):
 def run_suite(case_class, only_env=None, cleanup=None):
     """Runs one unittest.TestCase class the way every Python integration test
     does: SIGTERM (ctest's timeout) interrupts like Ctrl-C, everything started
-    is stopped whatever happens (then `cleanup()`), the figures and the wall
-    time are printed last. `only_env` names an environment variable that, when
+    is stopped whatever happens (then `cleanup()`), the figures, each
+    failure's message once more and the wall time are printed last. `only_env` names an environment variable that, when
     set, keeps only the tests whose id contains its value. The exit status."""
     def interrupted(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -303,5 +321,7 @@ def run_suite(case_class, only_env=None, cleanup=None):
         if cleanup is not None:
             cleanup()
     print_figures()
+    if result is not None and not result.wasSuccessful():
+        note("\n" + failure_summary(result.failures + result.errors))
     note(f"wall time {time.monotonic() - started:.1f} s")
     return 0 if result is not None and result.wasSuccessful() else 1
