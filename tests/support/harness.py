@@ -48,8 +48,7 @@ def failure_summary(failures, limit=1500):
     lines = []
     for test, tb in failures:
         tb_lines = tb.rstrip().splitlines()
-        frames = [i for i, line in enumerate(tb_lines) if line.startswith("  File ")]
-        where = tb_lines[frames[-1]].strip() if frames else ""
+        where = next((line.strip() for line in reversed(tb_lines) if line.startswith("  File ")), "")
         last_indented = max((i for i, line in enumerate(tb_lines) if line.startswith("  ")), default=-1)
         message = "\n".join(tb_lines[last_indented + 1:]) or "\n".join(tb_lines[-5:])
         if len(message) > limit:
@@ -302,8 +301,9 @@ def run_suite(case_class, only_env=None, cleanup=None):
     """Runs one unittest.TestCase class the way every Python integration test
     does: SIGTERM (ctest's timeout) interrupts like Ctrl-C, everything started
     is stopped whatever happens (then `cleanup()`), the figures, each
-    failure's message once more and the wall time are printed last. `only_env` names an environment variable that, when
-    set, keeps only the tests whose id contains its value. The exit status."""
+    failure's message once more and the wall time are printed last.
+    `only_env` names an environment variable that, when set, keeps only the
+    tests whose id contains its value. The exit status."""
     def interrupted(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
     signal.signal(signal.SIGTERM, interrupted)
