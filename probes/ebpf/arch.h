@@ -21,8 +21,9 @@
 #error "no BPF target architecture: configure with cmake -DHEADROOM_BPF_ARCH=x86_64 or arm64"
 #endif
 
-#if !defined(HR_NR_read) || !defined(HR_NR_accept4) || !defined(HR_SYSCALL_NR) || !defined(HR_SYSCALL_NR_CORE)
-#error "the architecture header must define HR_NR_* and HR_SYSCALL_NR, HR_SYSCALL_NR_CORE"
+#if !defined(HR_NR_read) || !defined(HR_NR_accept4) || !defined(HR_SYSCALL_NR) || !defined(HR_SYSCALL_NR_CORE) || \
+    !defined(HR_SYSCALL_NR_FD_CORE)
+#error "the architecture header must define HR_NR_* and HR_SYSCALL_NR, HR_SYSCALL_NR_CORE, HR_SYSCALL_NR_FD_CORE"
 #endif
 
 #endif

@@ -47,8 +47,8 @@ struct {
 struct hr_dep_h2 dep_sys_h2_blank = {};
 
 /* Whether the socket's port has an HTTP/2 dependency (HR_DEP_PORT_H2). */
-static __always_inline int dsys_h2_port(const struct sock *sk, const int btf) {
-  return (dep_port_slot[DSYS_SK(sk, btf, __sk_common.skc_dport)] & HR_DEP_PORT_H2) != 0;
+static __always_inline int dsys_h2_port(const struct sk_head *h) {
+  return (dep_port_slot[h->dport] & HR_DEP_PORT_H2) != 0;
 }
 
 static __always_inline __u32 dsys_write_seq(const struct sock *sk, const int btf) {
@@ -114,20 +114,20 @@ static __always_inline void dsys_h2_piece(struct dh2_walk *w, struct pt_regs *re
 }
 
 /* The client wrote ret bytes on sk (kind: where they are). */
-static __always_inline void dsys_h2_write(struct sock *sk, struct hr_dep_h2 *c, struct pt_regs *regs, __u32 kind,
-                                          long ret, const int btf) {
+static __always_inline void dsys_h2_write(struct sock *sk, const struct sk_head *h, struct hr_dep_h2 *c,
+                                          struct pt_regs *regs, __u32 kind, long ret, const int btf) {
   const __u32 ws = dsys_write_seq(sk, btf);
   const __u32 moved = ws - c->snd_end;
   c->snd_end = ws;
   struct dh2_walk w;
-  if (!dh2_begin(&w, (__u64)sk, DSYS_SK(sk, btf, __sk_common.skc_hash), c, 1)) return;
+  if (!dh2_begin(&w, (__u64)sk, h->hash, c, 1)) return;
   if (moved != (__u32)ret && w.d->synced) dh2_lost(&w); /* sent bytes the walk did not see */
   dsys_h2_piece(&w, regs, kind, ret, btf);
 }
 
 /* The client read ret bytes of the server's on sk. */
-static __always_inline void dsys_h2_read(struct sock *sk, struct hr_dep_h2 *c, struct pt_regs *regs, __u32 kind,
-                                         long ret, const int btf) {
+static __always_inline void dsys_h2_read(struct sock *sk, const struct sk_head *h, struct hr_dep_h2 *c,
+                                         struct pt_regs *regs, __u32 kind, long ret, const int btf) {
   __u32 copied, rcv;
   tcp_seqs((__u64)sk, btf, &copied, &rcv);
   __u32 moved = copied - c->rcv_seen;
@@ -139,7 +139,7 @@ static __always_inline void dsys_h2_read(struct sock *sk, struct hr_dep_h2 *c, s
     moved--;
   }
   struct dh2_walk w;
-  if (!dh2_begin(&w, (__u64)sk, DSYS_SK(sk, btf, __sk_common.skc_hash), c, 0)) return;
+  if (!dh2_begin(&w, (__u64)sk, h->hash, c, 0)) return;
   if (moved != (__u32)ret && w.d->synced) dh2_lost(&w); /* bytes read that the walk did not see */
   dsys_h2_piece(&w, regs, kind, ret, btf);
 }
@@ -147,30 +147,30 @@ static __always_inline void dsys_h2_read(struct sock *sk, struct hr_dep_h2 *c, s
 /* A syscall's exit that moved ret bytes on sk, on port pc: returns 1 when
  * the connection is an HTTP/2 dependency's (the HTTP/1 and generic code
  * then leaves it alone). */
-static __always_inline int dsys_h2(struct sock *sk, const struct hr_dep_port *pc, struct pt_regs *regs, __u32 dir,
-                                   __u32 kind, long ret, __u32 tgid, const int btf) {
-  if (!dsys_h2_port(sk, btf)) return 0;
+static __always_inline int dsys_h2(struct sock *sk, const struct sk_head *h, const struct hr_dep_port *pc,
+                                   struct pt_regs *regs, __u32 dir, __u32 kind, long ret, __u32 tgid, const int btf) {
+  if (!dsys_h2_port(h)) return 0;
   const __u64 key = (__u64)sk;
   struct hr_dep_h2 *c = bpf_map_lookup_elem(&dep_sys_h2, &key);
   if (!c) { /* a connection older than the probe, or not established by a caller */
-    if (dir != DIR_OUT || DSYS_SK(sk, btf, __sk_common.skc_state) != TCP_ESTABLISHED) return 0;
+    if (dir != DIR_OUT || h->state != TCP_ESTABLISHED) return 0;
     const struct hr_dep *d;
-    const __u32 dep = dsys_dep(sk, pc, btf, &d);
+    const __u32 dep = dsys_dep(sk, h, pc, btf, &d);
     if (dep == HR_NO_DEP || d->proto != HR_DEP_PROTO_HTTP2) return 0;
     if (!dsys_caller(d, dep, tgid)) return 1;
     c = dsys_h2_new(sk, dep, 0, btf);
     if (!c) return 1;
   }
-  if (dir == DIR_OUT) dsys_h2_write(sk, c, regs, kind, ret, btf);
-  else dsys_h2_read(sk, c, regs, kind, ret, btf);
+  if (dir == DIR_OUT) dsys_h2_write(sk, h, c, regs, kind, ret, btf);
+  else dsys_h2_read(sk, h, c, regs, kind, ret, btf);
   return 1;
 }
 
 /* The connection's state changes: established from a traced caller's
  * connect (dep_connects), its state is made synced; a close or reset aborts
  * the streams in flight, and CLOSE frees the state. */
-static __always_inline void dsys_h2_state(struct sock *sk, int newstate, const int btf) {
-  if (!dsys_h2_port(sk, btf)) return;
+static __always_inline void dsys_h2_state(struct sock *sk, const struct sk_head *h, int newstate, const int btf) {
+  if (!dsys_h2_port(h)) return;
   const __u64 key = (__u64)sk;
   if (newstate == TCP_ESTABLISHED) {
     const struct hr_dep_sk *st = bpf_map_lookup_elem(&dep_connects, &key);

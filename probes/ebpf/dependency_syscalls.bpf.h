@@ -96,21 +96,25 @@ struct {
   __type(value, struct hr_dep_sk);
 } dep_connects SEC(".maps");
 
-/* Socket fields: plain loads from a typed pointer (btf), else
- * bpf_probe_read_kernel (raw tracepoints: the pointer is a number). */
-#define DSYS_SK(sk, btf, field) ((btf) ? (sk)->field : BPF_CORE_READ((sk), field))
+/* The socket's first fields (syscall_io.bpf.h): plain loads from a typed
+ * pointer (btf), else one bpf_probe_read_kernel (raw tracepoints: the
+ * pointer is a number). 0 when it cannot be read. */
+static __always_inline int dsys_head(const struct sock *sk, const int btf, struct sk_head *h) {
+  if (!btf) return sk_head_raw(sk, h);
+  sk_head_btf(sk, h);
+  return 1;
+}
 
 /* Which dependency the socket's peer is (dep_of, for either kind of
- * pointer), with its entry in *d; HR_NO_DEP when none. */
-static __always_inline __u32 dsys_dep(const struct sock *sk, const struct hr_dep_port *pc, const int btf,
-                                      const struct hr_dep **d) {
+ * pointer; h: its head), with its entry in *d; HR_NO_DEP when none. */
+static __always_inline __u32 dsys_dep(const struct sock *sk, const struct sk_head *h, const struct hr_dep_port *pc,
+                                      const int btf, const struct hr_dep **d) {
   __u32 dep = pc->any_dep;
   if (btf) {
     dep = dep_of(sk, pc);
   } else if (pc->n_addrs) {
-    __u32 a[4] = {0, 0, bpf_htonl(0xffff), 0};
-    if (BPF_CORE_READ(sk, __sk_common.skc_family) == AF_INET) a[3] = BPF_CORE_READ(sk, __sk_common.skc_daddr);
-    else BPF_CORE_READ_INTO(&a, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32);
+    __u32 a[4] = {0, 0, bpf_htonl(0xffff), h->daddr};
+    if (h->family != AF_INET) BPF_CORE_READ_INTO(&a, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32);
     dep = dep_of_peer(pc, a[0], a[1], a[2], a[3]);
   }
   *d = bpf_map_lookup_elem(&deps, &dep);
@@ -125,29 +129,29 @@ static __always_inline int dsys_caller(const struct hr_dep *d, __u32 dep, __u32 
   return !d->callers || bpf_map_lookup_elem(&callers, &k) != 0;
 }
 
-static __always_inline __u32 dsys_position(const struct sock *sk, const int btf) {
-  return hash_position(DSYS_SK(sk, btf, __sk_common.skc_hash));
-}
+static __always_inline __u32 dsys_position(const struct sk_head *h) { return hash_position(h->hash); }
 
 /* A write that moved bytes on a connection to a dependency: a call starts
  * unless one is in flight (the rest of the request). */
-static __always_inline void dsys_write(struct sock *sk, const struct hr_dep_port *pc, __u32 tgid, const int btf) {
-  if (DSYS_SK(sk, btf, __sk_common.skc_state) != TCP_ESTABLISHED) return;
+static __always_inline void dsys_write(struct sock *sk, const struct sk_head *h, const struct hr_dep_port *pc,
+                                       __u32 tgid, const int btf) {
+  if (h->state != TCP_ESTABLISHED) return;
   const struct hr_dep *d;
-  const __u32 dep = dsys_dep(sk, pc, btf, &d);
+  const __u32 dep = dsys_dep(sk, h, pc, btf, &d);
   if (dep == HR_NO_DEP || !dsys_caller(d, dep, tgid)) return;
-  const __u32 h = dsys_position(sk, btf);
-  if (find_call_from((__u64)sk, h)) return;
+  const __u32 at = dsys_position(h);
+  if (find_call_from((__u64)sk, at)) return;
   __u32 copied, rcv;
   tcp_seqs((__u64)sk, btf, &copied, &rcv);
-  take_slot(sk, h, dep, bpf_ktime_get_ns(), copied, 0);
+  take_slot(sk, at, dep, bpf_ktime_get_ns(), copied, 0);
 }
 
 /* A read that returned bytes: the first read of the answer ends the call in
  * flight (bytes the connection had before the call do not). HTTP/1: its
  * status line, when the read began at the answer's first byte. */
-static __always_inline void dsys_read(struct sock *sk, struct pt_regs *regs, __u32 kind, long ret, const int btf) {
-  struct hr_dep_call *e = find_call_from((__u64)sk, dsys_position(sk, btf));
+static __always_inline void dsys_read(struct sock *sk, const struct sk_head *h, struct pt_regs *regs, __u32 kind,
+                                      long ret, const int btf) {
+  struct hr_dep_call *e = find_call_from((__u64)sk, dsys_position(h));
   /* a connect's slot, or an HTTP/2 stream's, can sit near the hash position */
   if (!e || (e->flags & (HR_DEP_F_CONNECT | HR_DEP_F_STREAM))) return;
   __u32 copied, rcv;
@@ -172,28 +176,45 @@ static __always_inline void dsys_read(struct sock *sk, struct pt_regs *regs, __u
  * dependency speaks HTTP/2). */
 #include "dependency_http2_syscalls.bpf.h"
 
+/* Every process's system calls come here: with typed arguments (btf) the
+ * call's number is a plain load and decides first; raw, where each read is a
+ * helper call, the process does (a load), then the number and the
+ * descriptor come in one read. */
 static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const int btf, const int h2) {
   if (ret <= 0) return;
-  __u32 dir, kind;
-  if (!syscall_io(btf ? HR_SYSCALL_NR(regs) : HR_SYSCALL_NR_CORE(regs), &dir, &kind)) return;
-  const __u32 tgid = bpf_get_current_pid_tgid() >> 32;
-  if (!dsys_traced(tgid)) return; /* what other processes pay */
-  const long fd = btf ? (long)PT_REGS_PARM1_SYSCALL(regs) : (long)PT_REGS_PARM1_CORE_SYSCALL(regs);
-  struct sock *sk = btf ? sock_of_fd_btf(fd) : sock_of_fd(fd);
+  __u32 dir, kind, tgid;
+  long fd;
+  if (btf) {
+    if (!syscall_io(HR_SYSCALL_NR(regs), &dir, &kind)) return;
+    tgid = bpf_get_current_pid_tgid() >> 32;
+    if (!dsys_traced(tgid)) return; /* what other processes pay */
+    fd = (long)PT_REGS_PARM1_SYSCALL(regs);
+  } else {
+    tgid = bpf_get_current_pid_tgid() >> 32;
+    if (!dsys_traced(tgid)) return; /* what other processes pay */
+    __u64 nr = 0, arg = 0;
+    HR_SYSCALL_NR_FD_CORE(regs, &nr, &arg);
+    if (!syscall_io((long)nr, &dir, &kind)) return;
+    fd = (long)arg;
+  }
+  struct sk_head h;
+  struct sock *sk = btf ? sock_of_fd_btf(fd, &h) : sock_of_fd(fd, &h);
   if (!sk) return;
-  const struct hr_dep_port *pc = port_config(DSYS_SK(sk, btf, __sk_common.skc_dport));
+  const struct hr_dep_port *pc = port_config(h.dport);
   if (!pc) return;
-  if (h2 && dsys_h2(sk, pc, regs, dir, kind, ret, tgid, btf)) return;
-  if (dir == DIR_OUT) dsys_write(sk, pc, tgid, btf);
-  else dsys_read(sk, regs, kind, ret, btf);
+  if (!btf && !sock_is_tcp(sk)) return; /* (sock_of_fd_btf asked already) */
+  if (h2 && dsys_h2(sk, &h, pc, regs, dir, kind, ret, tgid, btf)) return;
+  if (dir == DIR_OUT) dsys_write(sk, &h, pc, tgid, btf);
+  else dsys_read(sk, &h, regs, kind, ret, btf);
 }
 
 /* A connect to a dependency's port: its process is traced from now (a
  * process that is not a caller yet too: user space may learn it is one),
  * and the connect is a call in flight. */
-static __always_inline void dsys_connect(struct sock *sk, const struct hr_dep_port *pc, const int btf) {
+static __always_inline void dsys_connect(struct sock *sk, const struct sk_head *h, const struct hr_dep_port *pc,
+                                         const int btf) {
   const struct hr_dep *d;
-  const __u32 dep = dsys_dep(sk, pc, btf, &d);
+  const __u32 dep = dsys_dep(sk, h, pc, btf, &d);
   if (dep == HR_NO_DEP) return;
   const __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   dsys_trace(tgid);
@@ -205,21 +226,23 @@ static __always_inline void dsys_connect(struct sock *sk, const struct hr_dep_po
 }
 
 static __always_inline void dep_sys_state(struct sock *sk, int newstate, const int btf, const int h2) {
-  const struct hr_dep_port *pc = port_config(DSYS_SK(sk, btf, __sk_common.skc_dport));
+  struct sk_head h;
+  if (!dsys_head(sk, btf, &h)) return;
+  const struct hr_dep_port *pc = port_config(h.dport);
   if (!pc) return; /* what other connections pay */
-  if ((btf ? sk->sk_protocol : BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol)) != IPPROTO_TCP) return;
+  if (btf ? sk->sk_protocol != IPPROTO_TCP : !sock_is_tcp(sk)) return;
   if (newstate == TCP_SYN_SENT) {
-    dsys_connect(sk, pc, btf);
+    dsys_connect(sk, &h, pc, btf);
     return;
   }
-  if (h2) dsys_h2_state(sk, newstate, btf); /* before the connect's entry goes */
+  if (h2) dsys_h2_state(sk, &h, newstate, btf); /* before the connect's entry goes */
   if (newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE && newstate != TCP_CLOSE_WAIT &&
       newstate != TCP_FIN_WAIT1)
     return;
   const __u64 key = (__u64)sk;
   struct hr_dep_sk *st = bpf_map_lookup_elem(&dep_connects, &key);
   struct hr_dep_call *e = st && st->slot ? call_of(sk, st) : 0;
-  if (!e) e = find_call_from(key, dsys_position(sk, btf));
+  if (!e) e = find_call_from(key, dsys_position(&h));
   if (e && !(e->flags & HR_DEP_F_STREAM)) { /* a stream's slot near the hash position: dsys_h2_state's */
     __u32 copied = 0, rcv = 0;
     if (newstate == TCP_CLOSE_WAIT) tcp_seqs(key, btf, &copied, &rcv);

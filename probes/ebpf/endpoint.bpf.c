@@ -182,10 +182,12 @@ static __always_inline int traced_call(struct pt_regs *regs, long id, const int 
   long fd = btf ? (long)PT_REGS_PARM1_SYSCALL(regs) : (long)PT_REGS_PARM1_CORE_SYSCALL(regs);
   __u64 arg = btf ? PT_REGS_PARM2_SYSCALL(regs) : PT_REGS_PARM2_CORE_SYSCALL(regs);
   if (id == HR_NR_sendfile) { arg = 0; }  /* sendfile(out_fd, in_fd, ...): the first is out_fd */
-  struct sock *sk = btf ? sock_of_fd_btf(fd) : sock_of_fd(fd);
+  struct sk_head h;
+  struct sock *sk = btf ? sock_of_fd_btf(fd, &h) : sock_of_fd(fd, &h);
   if (!sk) return 0;
-  __u32 port = btf ? sk->__sk_common.skc_num : local_port(sk);
+  __u32 port = h.num;
   if (!sys_port(port)) return 0;
+  if (!btf && !sock_is_tcp(sk)) return 0; /* (sock_of_fd_btf asked already) */
   c->sk = (__u64)sk;
   c->dir = dir;
   c->port = port;
@@ -436,9 +438,10 @@ static __always_inline void on_exit(struct pt_regs *regs, long ret, const int bt
   switch (id) {
     case HR_NR_accept: case HR_NR_accept4: {
       if (ret < 0) return;
-      struct sock *sk = sock_of_fd(ret);
+      struct sk_head h;
+      struct sock *sk = sock_of_fd(ret, &h);
       if (!sk) return;
-      if (sys_port(local_port(sk))) {
+      if (sys_port(h.num) && sock_is_tcp(sk)) {
         mark_process();
         __u64 key = (__u64)sk;
         __u8 one = 1;

@@ -67,9 +67,97 @@ static __always_inline __u64 io_buffers(__u32 kind, __u64 arg, __u64 count, __u6
   return (__u64)v.iov_base;
 }
 
-/* fd of the current task -> its struct sock, when it is a TCP/IP socket.
- * By plain loads from the typed task (BTF tracepoints). */
-static __always_inline struct sock *sock_of_fd_btf(long fd) {
+/* Two fields of a kernel object, bytes [oa, oa + na) and [ob, ob + nb)
+ * (sizes 1, 2, 4 or 8, naturally aligned), into *a and *b zero-extended: by
+ * one bpf_probe_read_kernel where this kernel lays them out within 16 bytes
+ * of each other (from the first's 8-byte boundary), else by one each. The
+ * offsets are CO-RE relocations, constants to the verifier, which follows
+ * one branch only. A failed read leaves 0. (Raw tracepoints: every read of
+ * a kernel field is a helper call, the largest part of their cost.) */
+static __always_inline __u64 span_value(const __u64 *w, __u32 off, __u32 n) {
+  const char *b = (const char *)w + off;
+  if (n == 8) return *(const __u64 *)b;
+  if (n == 4) return *(const __u32 *)b;
+  if (n == 2) return *(const __u16 *)b;
+  return *(const __u8 *)b;
+}
+
+static __always_inline void read_two(const void *p, __u32 oa, __u32 na, __u64 *a, __u32 ob, __u32 nb, __u64 *b) {
+  const __u32 lo = (oa < ob ? oa : ob) & ~7u;
+  const __u32 hi = oa + na > ob + nb ? oa + na : ob + nb;
+  __u64 w[2] = {0, 0};
+  if (hi - lo <= sizeof w) {
+    bpf_probe_read_kernel(w, hi - lo, (const char *)p + lo);
+    *a = span_value(w, oa - lo, na);
+    *b = span_value(w, ob - lo, nb);
+    return;
+  }
+  bpf_probe_read_kernel(w, na, (const char *)p + oa);
+  *a = span_value(w, 0, na);
+  w[0] = 0;
+  bpf_probe_read_kernel(w, nb, (const char *)p + ob);
+  *b = span_value(w, 0, nb);
+}
+
+#define HR_READ_TWO(p, type, fa, a, fb, b)                                                                       \
+  read_two((p), bpf_core_field_offset(type, fa), bpf_core_field_size(type, fa), (a), bpf_core_field_offset(type, fb), \
+           bpf_core_field_size(type, fb), (b))
+
+/* A socket's first fields, its struct sock_common's: what the syscall
+ * programs decide on. */
+struct sk_head {
+  __u32 daddr; /* the peer's IPv4 address */
+  __u32 hash;  /* skc_hash */
+  __u16 dport; /* the peer's port, network byte order */
+  __u16 num;   /* the local port */
+  __u16 family;
+  __u8 state;
+};
+
+/* By plain loads (a typed pointer). */
+static __always_inline void sk_head_btf(const struct sock *sk, struct sk_head *h) {
+  h->daddr = sk->__sk_common.skc_daddr;
+  h->hash = sk->__sk_common.skc_hash;
+  h->dport = sk->__sk_common.skc_dport;
+  h->num = sk->__sk_common.skc_num;
+  h->family = sk->__sk_common.skc_family;
+  h->state = sk->__sk_common.skc_state;
+}
+
+#define HR_SK_AT(f) bpf_core_field_offset(struct sock, __sk_common.f)
+#define HR_SK_HEAD_BYTES 24
+
+/* By one bpf_probe_read_kernel of the socket's first 24 bytes, where every
+ * kernel since 2.6 lays these fields out (the offsets are CO-RE relocations:
+ * a kernel that did otherwise would take the branch of one read per field).
+ * 0 when the socket cannot be read. */
+static __always_inline int sk_head_raw(const struct sock *sk, struct sk_head *h) {
+  if (HR_SK_AT(skc_daddr) + 4 <= HR_SK_HEAD_BYTES && HR_SK_AT(skc_hash) + 4 <= HR_SK_HEAD_BYTES &&
+      HR_SK_AT(skc_dport) + 2 <= HR_SK_HEAD_BYTES && HR_SK_AT(skc_num) + 2 <= HR_SK_HEAD_BYTES &&
+      HR_SK_AT(skc_family) + 2 <= HR_SK_HEAD_BYTES && HR_SK_AT(skc_state) + 1 <= HR_SK_HEAD_BYTES) {
+    __u64 w[HR_SK_HEAD_BYTES / 8] = {0, 0, 0};
+    if (bpf_probe_read_kernel(w, sizeof w, sk)) return 0;
+    h->daddr = (__u32)span_value(w, HR_SK_AT(skc_daddr), 4);
+    h->hash = (__u32)span_value(w, HR_SK_AT(skc_hash), 4);
+    h->dport = (__u16)span_value(w, HR_SK_AT(skc_dport), 2);
+    h->num = (__u16)span_value(w, HR_SK_AT(skc_num), 2);
+    h->family = (__u16)span_value(w, HR_SK_AT(skc_family), 2);
+    h->state = (__u8)span_value(w, HR_SK_AT(skc_state), 1);
+    return 1;
+  }
+  h->daddr = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+  h->hash = BPF_CORE_READ(sk, __sk_common.skc_hash);
+  h->dport = BPF_CORE_READ(sk, __sk_common.skc_dport);
+  h->num = BPF_CORE_READ(sk, __sk_common.skc_num);
+  h->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+  h->state = BPF_CORE_READ(sk, __sk_common.skc_state);
+  return 1;
+}
+
+/* fd of the current task -> its struct sock, when it is a TCP/IP socket,
+ * its first fields in *h. By plain loads from the typed task (BTF
+ * tracepoints). */
+static __always_inline struct sock *sock_of_fd_btf(long fd, struct sk_head *h) {
   if (fd < 0) return 0;
   struct task_struct *task = bpf_get_current_task_btf();
   struct fdtable *fdt = task->files->fdt;
@@ -85,45 +173,54 @@ static __always_inline struct sock *sock_of_fd_btf(long fd) {
   const struct socket *sock = bpf_rdonly_cast(file->private_data, bpf_core_type_id_kernel(struct socket));
   struct sock *sk = sock->sk;
   if (!sk) return 0;
-  __u16 family = sk->__sk_common.skc_family;
-  if (family != AF_INET && family != AF_INET6) return 0;
+  sk_head_btf(sk, h);
+  if (h->family != AF_INET && h->family != AF_INET6) return 0;
   if (sk->sk_protocol != IPPROTO_TCP) return 0;
   return sk;
 }
 
-/* The same by bpf_probe_read_kernel (raw tracepoints). */
-static __always_inline struct sock *sock_of_fd(long fd) {
+/* The same by bpf_probe_read_kernel (raw tracepoints), the fields read
+ * together where they lie together; an IPv4 or IPv6 socket, not yet known
+ * to be TCP: the caller asks sock_is_tcp once the socket's port is one it
+ * traces (one read fewer for every other descriptor). */
+static __always_inline struct sock *sock_of_fd(long fd, struct sk_head *h) {
   if (fd < 0) return 0;
   struct task_struct *task = (struct task_struct *)bpf_get_current_task();
   struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
   if (!fdt) return 0;
-  unsigned int max = BPF_CORE_READ(fdt, max_fds);
-  if ((unsigned long)fd >= max) return 0;
-  struct file **fds = BPF_CORE_READ(fdt, fd);
+  __u64 max = 0, fds = 0;
+  HR_READ_TWO(fdt, struct fdtable, max_fds, &max, fd, &fds);
+  if ((unsigned long)fd >= max || !fds) return 0;
   struct file *f = 0;
-  if (bpf_probe_read_kernel(&f, sizeof f, &fds[fd]) || !f) return 0;
+  if (bpf_probe_read_kernel(&f, sizeof f, (void *)(fds + (__u64)fd * sizeof(struct file *))) || !f) return 0;
   umode_t mode = BPF_CORE_READ(f, f_inode, i_mode);
   if ((mode & S_IFMT) != S_IFSOCK) return 0;
   struct socket *sock = BPF_CORE_READ(f, private_data);
   if (!sock) return 0;
   struct sock *sk = BPF_CORE_READ(sock, sk);
-  if (!sk) return 0;
-  __u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
-  if (family != AF_INET && family != AF_INET6) return 0;
-  if (BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) != IPPROTO_TCP) return 0;
+  if (!sk || !sk_head_raw(sk, h)) return 0;
+  if (h->family != AF_INET && h->family != AF_INET6) return 0;
   return sk;
 }
 
-/* A TCP socket's read position and receive end (btf: plain loads). */
+/* Whether an IPv4 or IPv6 stream socket is TCP (not MPTCP or SCTP), by
+ * bpf_probe_read_kernel (sk_protocol was a bitfield before 5.6). */
+static __always_inline int sock_is_tcp(const struct sock *sk) {
+  return BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) == IPPROTO_TCP;
+}
+
+/* A TCP socket's read position and receive end (btf: plain loads; else
+ * one read where this kernel keeps them side by side, as before 6.8). */
 static __always_inline void tcp_seqs(__u64 sk, const int btf, __u32 *copied, __u32 *rcv) {
   if (btf) {
     const struct tcp_sock *tp = bpf_rdonly_cast((const void *)sk, bpf_core_type_id_kernel(struct tcp_sock));
     *copied = tp->copied_seq;
     *rcv = tp->rcv_nxt;
   } else {
-    const struct tcp_sock *tp = (const struct tcp_sock *)sk;
-    *copied = BPF_CORE_READ(tp, copied_seq);
-    *rcv = BPF_CORE_READ(tp, rcv_nxt);
+    __u64 c = 0, r = 0;
+    HR_READ_TWO((const struct tcp_sock *)sk, struct tcp_sock, copied_seq, &c, rcv_nxt, &r);
+    *copied = (__u32)c;
+    *rcv = (__u32)r;
   }
 }
 

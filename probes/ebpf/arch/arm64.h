@@ -54,5 +54,9 @@ struct pt_regs___hr_arm64 {
 } __attribute__((preserve_access_index));
 #define HR_SYSCALL_NR(regs) ((long)((const struct pt_regs___hr_arm64 *)(regs))->syscallno)
 #define HR_SYSCALL_NR_CORE(regs) ((long)BPF_CORE_READ((const struct pt_regs___hr_arm64 *)(regs), syscallno))
+/* The number and the first argument (orig_x0, PT_REGS_PARM1_SYSCALL's)
+ * into two __u64, by one read each. */
+#define HR_SYSCALL_NR_FD_CORE(regs, nr, fd) \
+  (*(nr) = (__u64)HR_SYSCALL_NR_CORE(regs), *(fd) = (__u64)PT_REGS_PARM1_CORE_SYSCALL(regs))
 
 #endif

@@ -22,13 +22,18 @@
 #define HR_NR_accept4 288
 
 /* The call's number: pt_regs.orig_ax (ax holds the return value by then).
- * A CO-RE flavor of struct pt_regs with that one field, so this does not
- * depend on which architecture's vmlinux.h is included. HR_SYSCALL_NR: plain
- * load (BTF tracepoints, a typed pointer); _CORE: bpf_probe_read_kernel. */
+ * A CO-RE flavor of struct pt_regs with that field and the first argument's,
+ * so this does not depend on which architecture's vmlinux.h is included.
+ * HR_SYSCALL_NR: plain load (BTF tracepoints, a typed pointer); _CORE:
+ * bpf_probe_read_kernel. */
 struct pt_regs___hr_x86_64 {
+  unsigned long di;
   unsigned long orig_ax;
 } __attribute__((preserve_access_index));
 #define HR_SYSCALL_NR(regs) ((long)((const struct pt_regs___hr_x86_64 *)(regs))->orig_ax)
 #define HR_SYSCALL_NR_CORE(regs) ((long)BPF_CORE_READ((const struct pt_regs___hr_x86_64 *)(regs), orig_ax))
+/* The number and the first argument (di, PT_REGS_PARM1_SYSCALL's) into two
+ * __u64: one read, the two lie side by side (syscall_io.bpf.h's read_two). */
+#define HR_SYSCALL_NR_FD_CORE(regs, nr, fd) HR_READ_TWO((regs), struct pt_regs___hr_x86_64, orig_ax, (nr), di, (fd))
 
 #endif
