@@ -127,10 +127,10 @@ static __always_inline void sk_head_btf(const struct sock *sk, struct sk_head *h
 #define HR_SK_AT(f) bpf_core_field_offset(struct sock, __sk_common.f)
 #define HR_SK_HEAD_BYTES 24
 
-/* By one bpf_probe_read_kernel of the socket's first 24 bytes, where every
- * kernel since 2.6 lays these fields out (the offsets are CO-RE relocations:
- * a kernel that did otherwise would take the branch of one read per field).
- * 0 when the socket cannot be read. */
+/* By one bpf_probe_read_kernel of the socket's first 24 bytes, where the
+ * kernels the raw programs serve (5.5+) lay these fields out (the offsets
+ * are CO-RE relocations: a kernel that did otherwise would take the branch
+ * of one read per field). 0 when the socket cannot be read. */
 static __always_inline int sk_head_raw(const struct sock *sk, struct sk_head *h) {
   if (HR_SK_AT(skc_daddr) + 4 <= HR_SK_HEAD_BYTES && HR_SK_AT(skc_hash) + 4 <= HR_SK_HEAD_BYTES &&
       HR_SK_AT(skc_dport) + 2 <= HR_SK_HEAD_BYTES && HR_SK_AT(skc_num) + 2 <= HR_SK_HEAD_BYTES &&
@@ -203,7 +203,7 @@ static __always_inline struct sock *sock_of_fd(long fd, struct sk_head *h) {
   return sk;
 }
 
-/* Whether an IPv4 or IPv6 stream socket is TCP (not MPTCP or SCTP), by
+/* Whether an IPv4 or IPv6 socket is TCP (not UDP, MPTCP or SCTP), by
  * bpf_probe_read_kernel (sk_protocol was a bitfield before 5.6). */
 static __always_inline int sock_is_tcp(const struct sock *sk) {
   return BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) == IPPROTO_TCP;
