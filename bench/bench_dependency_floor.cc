@@ -5,7 +5,8 @@
 // inet_sock_set_state, tcp_sendmsg_locked, sk_data_ready; the send-length
 // set inet_sock_set_state, sock_send_length, sk_data_ready; the syscall set
 // sys_exit, inet_sock_set_state, sk_data_ready (BTF tracepoints); the raw
-// one sys_exit, inet_sock_set_state (raw tracepoints). The syscall sets'
+// one sys_exit, inet_sock_set_state (raw tracepoints); the socket reads one
+// sys_exit (BTF) and inet_sock_set_state (raw). The syscall sets'
 // sched_process_fork program has no floor: nothing forks here.
 //
 // One thread does exchanges over loopback TCP connections it owns both ends
@@ -19,7 +20,7 @@
 //   floor    the empty programs on the probe's hooks
 //   floor4   the same and one more hook, for comparison: sockets and
 //            send-length, sock_recv_length (the endpoint socket set's floor,
-//            bench_ebpf_floor's floor-sockets); syscalls and raw, sys_enter
+//            bench_ebpf_floor's floor-sockets); the syscall sets, sys_enter
 //            (BTF: the endpoint syscall set's floor)
 //   product  DependencyProbe, opened once, then detached and attached
 // Per slice: CPU ns per exchange (CLOCK_THREAD_CPUTIME_ID; on loopback the
@@ -42,7 +43,7 @@
 //
 //   bench_dependency_floor [--cycles N (1500)] [--slice N (200)] [--warmup N (300)]
 //                          [--protocol generic|http1] [--stats-slices N (10)] [--cpu N]
-//                          [--programs sockets|send-length|syscalls|raw (sockets)]
+//                          [--programs sockets|send-length|syscalls|socket-reads|raw (sockets)]
 //                          [--server thread|process (thread)]
 // --server process: the server ends in a child process (ServerProcess), as
 // a real dependency's server is (another process, or another machine): in
@@ -299,6 +300,7 @@ Floor floor_of(headroom::probes::ProgramSet set) {
   if (set == ProgramSet::syscalls)
     return {{"floor_sys_exit", "floor_inet_sock_set_state", "floor_sk_data_ready"}, "floor_sys_enter"};
   if (set == ProgramSet::raw) return {{"floor_raw_sys_exit", "floor_raw_inet_sock_set_state"}, "floor_sys_enter"};
+  if (set == ProgramSet::socket_reads) return {{"floor_sys_exit", "floor_raw_inet_sock_set_state"}, "floor_sys_enter"};
   if (set == ProgramSet::send_length)
     return {{"floor_inet_sock_set_state", "floor_sock_send_length", "floor_sk_data_ready"}, "floor_sock_recv_length"};
   return {{"floor_inet_sock_set_state", "floor_tcp_sendmsg_locked", "floor_sk_data_ready"}, "floor_sock_recv_length"};
@@ -327,7 +329,8 @@ int main(int argc, char** argv) {
     const int v = std::atoi(argv[i + 1]);
     if (a == "--programs") {
       auto set = headroom::probes::parse_program_set(argv[i + 1]);
-      if (!set || *set == headroom::probes::ProgramSet::automatic) fail("--programs is sockets, send-length, syscalls or raw");
+      if (!set || *set == headroom::probes::ProgramSet::automatic)
+        fail("--programs is sockets, send-length, syscalls, socket-reads or raw");
       options.programs = *set;
       continue;
     }

@@ -124,8 +124,9 @@ class DependencyProbe {
   void detach();
   Result<void> attach();
 
-  // Which programs are attached: "tp_btf sockets" (6.11+), "tp_btf syscalls"
-  // or "raw_tp syscalls" (program_set.h, dependency_set_rows).
+  // Which programs are attached: "tp_btf sockets" (6.11+), "tp_btf sockets,
+  // send length" (6.6+), "tp_btf syscalls" (6.2+), "tp_btf syscalls, socket
+  // reads" (5.11+) or "raw_tp syscalls" (program_set.h, dependency_set_rows).
   const std::string& attach_kind() const;
   // Better program sets that were tried first and failed to load, with the
   // error and the kernel's last words ("" when the first choice attached).

@@ -28,8 +28,13 @@ bool has_send_length(const KernelFeatures& k) { return k.sk_data_ready && k.sock
 constexpr std::string_view kSendLengthKernel = "needs sock:sk_data_ready and sock:sock_send_length (kernel 6.6+)";
 constexpr std::string_view kSendLengthKind = "tp_btf sockets, send length";
 
-// The raw tracepoint dependency row with the HTTP/2 walk: its first program.
+constexpr std::string_view kSocketReadsKind = "tp_btf syscalls, socket reads";
+constexpr std::string_view kRawKind = "raw_tp syscalls";
+
+// The dependency rows that come twice, without the HTTP/2 walk and with it
+// (bpf_loop: 5.17+): the latter's first program.
 constexpr std::string_view kRawHttp2Exit = "hr_dep_raw_h2_sys_exit";
+constexpr std::string_view kSocketReadsHttp2Exit = "hr_dep_task_h2_sys_exit";
 
 void skip_row(ProgramSetPlan& plan, const ProgramSetRow& row, std::string_view why) {
   plan.skipped += std::string(row.kind) + ": " + std::string(why) + "; ";
@@ -40,12 +45,13 @@ struct ChoiceName {
   ProgramSet set;
   std::string_view name;
 };
-constexpr std::array<ChoiceName, 5> kChoiceNames{{
+constexpr std::array<ChoiceName, 6> kChoiceNames{{
     {ProgramSet::automatic, "auto"},
     {ProgramSet::sockets, "sockets"},
     {ProgramSet::syscalls, "syscalls"},
     {ProgramSet::raw, "raw"},
     {ProgramSet::send_length, "send-length"},
+    {ProgramSet::socket_reads, "socket-reads"},
 }};
 
 }  // namespace
@@ -112,10 +118,16 @@ const std::vector<ProgramSetRow>& dependency_set_rows() {
       syscall_row("tp_btf syscalls", {"hr_dep_btf_sys_exit", "hr_dep_btf_sys_state", "hr_dep_btf_sys_fork"},
                   "hr_dep_arrival",
                   bit(ProgramSet::automatic) | bit(ProgramSet::syscalls)),
-      syscall_row("raw_tp syscalls", {"hr_dep_raw_sys_exit", "hr_dep_raw_sys_state", "hr_dep_raw_sys_fork"}, {},
-                  bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::raw)),
+      // sys_exit as a BTF tracepoint on kernels without bpf_rdonly_cast,
+      // the raw programs on the other hooks; no sk_data_ready before 6.6.
+      syscall_row(kSocketReadsKind, {"hr_dep_task_sys_exit", "hr_dep_raw_sys_state", "hr_dep_raw_sys_fork"}, {},
+                  bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::socket_reads)),
       // The same with the HTTP/2 walk, for when a dependency speaks it.
-      syscall_row("raw_tp syscalls", {kRawHttp2Exit, "hr_dep_raw_h2_sys_state", "hr_dep_raw_sys_fork"}, {},
+      syscall_row(kSocketReadsKind, {kSocketReadsHttp2Exit, "hr_dep_raw_h2_sys_state", "hr_dep_raw_sys_fork"}, {},
+                  bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::socket_reads)),
+      syscall_row(kRawKind, {"hr_dep_raw_sys_exit", "hr_dep_raw_sys_state", "hr_dep_raw_sys_fork"}, {},
+                  bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::raw)),
+      syscall_row(kRawKind, {kRawHttp2Exit, "hr_dep_raw_h2_sys_state", "hr_dep_raw_sys_fork"}, {},
                   bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::raw)),
   };
   return rows;
@@ -126,7 +138,7 @@ Result<ProgramSet> parse_program_set(std::string_view name) {
   for (const auto& c : kChoiceNames)
     if (c.name == name) return c.set;
   return Error{EINVAL, "unknown eBPF program set \"" + std::string(name) +
-                           "\" (auto, sockets, syscalls, raw, or send-length for dependencies)"};
+                           "\" (auto, sockets, syscalls, raw, or send-length or socket-reads for dependencies)"};
 }
 
 std::string_view program_set_name(ProgramSet set) {
@@ -152,8 +164,9 @@ bool offered_and_fits(ProgramSetPlan& plan, const ProgramSetRow& row, ProgramSet
 
 ProgramSetPlan plan_program_sets(ProgramSet choice, const PortNeeds& needs, const KernelFeatures& kernel) {
   ProgramSetPlan plan;
-  if (choice == ProgramSet::send_length) {
-    plan.skipped = "send-length: a dependency program set, endpoints have none (auto, sockets, syscalls or raw); ";
+  if (choice == ProgramSet::send_length || choice == ProgramSet::socket_reads) {
+    plan.skipped = std::string(program_set_name(choice)) +
+                   ": a dependency program set, endpoints have none (auto, sockets, syscalls or raw); ";
     plan.skipped_err = ENOTSUP;
     return plan;
   }
@@ -177,8 +190,9 @@ ProgramSetPlan plan_dependency_sets(ProgramSet choice, bool http2, const KernelF
       skip_row(plan, row, "a dependency speaks HTTP/2, whose frames it does not see");
       continue;
     }
-    // The raw programs of the other kind: not a choice, nothing to say.
-    if (row.kind == "raw_tp syscalls" && (row.programs[0] == kRawHttp2Exit) != http2) continue;
+    // The twin of the other kind: not a choice, nothing to say.
+    const bool walks_http2 = row.programs[0] == kRawHttp2Exit || row.programs[0] == kSocketReadsHttp2Exit;
+    if ((row.kind == kRawKind || row.kind == kSocketReadsKind) && walks_http2 != http2) continue;
     plan.tries.push_back(&row);
   }
   return plan;

@@ -27,10 +27,14 @@ enum class ProgramSet {
   // The dependency probe's send-length set only (sock:sock_send_length for
   // tcp:tcp_sendmsg_locked, kernels 6.6 to 6.10); endpoints have none.
   send_length,
+  // The dependency probe's syscall set whose sys_exit is a BTF tracepoint
+  // that reads sockets as the raw one does (kernels 5.11 to 6.1) only;
+  // endpoints have none.
+  socket_reads,
 };
 
-// "auto" (or ""), "sockets", "syscalls", "raw", "send-length":
-// HEADROOM_EBPF_PROGRAMS's values.
+// "auto" (or ""), "sockets", "syscalls", "raw", "send-length",
+// "socket-reads": HEADROOM_EBPF_PROGRAMS's values.
 Result<ProgramSet> parse_program_set(std::string_view name);
 std::string_view program_set_name(ProgramSet set);
 
@@ -93,16 +97,18 @@ ProgramSetPlan plan_program_sets(ProgramSet choice, const PortNeeds& needs, cons
 
 // The dependency probe's program sets (probes/ebpf/dependency.bpf.c), best
 // first: the socket set, its send-length variant (no HTTP/2: it sees no
-// bytes), then the syscall set as BTF tracepoints and as raw tracepoints.
+// bytes), then the syscall set as BTF tracepoints, with sys_exit a BTF
+// tracepoint that reads sockets (bpf_get_current_task_btf without
+// bpf_rdonly_cast: 5.11 to 6.1), and as raw tracepoints.
 // `arrival`: sock:sk_data_ready's program, loaded too where the kernel has
 // it. `ports` is unused (every row takes every dependency).
 const std::vector<ProgramSetRow>& dependency_set_rows();
 
 // The dependency rows to try for `choice`, best first, and why the others of
 // the choice were skipped, as plan_program_sets says it. http2: a
-// dependency speaks HTTP/2, whose streams every set walks; the raw
-// tracepoint programs come twice, with the walk (bpf_loop: 5.17+) for it,
-// without (5.5+) otherwise, and the plan holds the one that fits.
+// dependency speaks HTTP/2, whose streams every set walks; the socket reads
+// and raw tracepoint programs come twice, with the walk (bpf_loop: 5.17+)
+// for it, without otherwise, and the plan holds the one that fits.
 ProgramSetPlan plan_dependency_sets(ProgramSet choice, bool http2, const KernelFeatures& kernel);
 
 // The HR_SET_* (endpoint_abi.h) that measures a port under `row`.

@@ -5,7 +5,9 @@
  * counting are the socket set's. Each program comes as a BTF tracepoint
  * (tp_btf, needs bpf_rdonly_cast: 6.2+) and as a raw tracepoint (raw_tp,
  * 4.17+; the object's mmapped array and global data need 5.5), one
- * always-inline source with a constant `btf`:
+ * always-inline source with a constant `btf`; sys_exit also as a BTF
+ * tracepoint that reads the sockets as the raw one does (`task`: 5.11 to
+ * 6.1, the raw programs on the other hooks):
  *   inet_sock_set_state  SYN_SENT, in the connecting task: its process is
  *                        marked in dep_procs, and the connect is a call in
  *                        flight (its slot kept in dep_connects) until it is
@@ -176,15 +178,17 @@ static __always_inline void dsys_read(struct sock *sk, const struct sk_head *h, 
  * dependency speaks HTTP/2). */
 #include "dependency_http2_syscalls.bpf.h"
 
-/* Every process's system calls come here: with typed arguments (btf) the
- * call's number is a plain load and decides first; raw, where each read is a
- * helper call, the process does (a load), then the number and the
+/* Every process's system calls come here: with typed arguments (btf, or
+ * task: a BTF tracepoint whose sockets are read as in the raw programs) the
+ * call's number is a plain load and decides first; raw, where each read is
+ * a helper call, the process does (a load), then the number and the
  * descriptor come in one read. */
-static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const int btf, const int h2) {
+static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const int btf, const int task,
+                                         const int h2) {
   if (ret <= 0) return;
   __u32 dir, kind, tgid;
   long fd;
-  if (btf) {
+  if (btf || task) {
     if (!syscall_io(HR_SYSCALL_NR(regs), &dir, &kind)) return;
     tgid = bpf_get_current_pid_tgid() >> 32;
     if (!dsys_traced(tgid)) return; /* what other processes pay */
@@ -198,7 +202,7 @@ static __always_inline void dep_sys_exit(struct pt_regs *regs, long ret, const i
     fd = (long)arg;
   }
   struct sk_head h;
-  struct sock *sk = btf ? sock_of_fd_btf(fd, &h) : sock_of_fd(fd, &h);
+  struct sock *sk = btf ? sock_of_fd_btf(fd, &h) : task ? sock_of_fd_task(fd, &h) : sock_of_fd(fd, &h);
   if (!sk) return;
   const struct hr_dep_port *pc = port_config(h.dport);
   if (!pc) return;
@@ -259,7 +263,7 @@ static __always_inline void dep_sys_fork(__u32 parent, __u32 child) {
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(hr_dep_btf_sys_exit, struct pt_regs *regs, long ret) {
-  dep_sys_exit(regs, ret, 1, 1);
+  dep_sys_exit(regs, ret, 1, 1, 1);
   return 0;
 }
 
@@ -275,9 +279,25 @@ int BPF_PROG(hr_dep_btf_sys_fork, struct task_struct *parent, struct task_struct
   return 0;
 }
 
+/* Kernels 5.11 to 6.1 (bpf_get_current_task_btf, no bpf_rdonly_cast):
+ * sys_exit as a BTF tracepoint, its arguments and the task's file table by
+ * plain loads, the rest as in the raw program; with the raw programs on the
+ * other hooks. Twice, as those: without the HTTP/2 walk and with it. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(hr_dep_task_sys_exit, struct pt_regs *regs, long ret) {
+  dep_sys_exit(regs, ret, 0, 1, 0);
+  return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(hr_dep_task_h2_sys_exit, struct pt_regs *regs, long ret) {
+  dep_sys_exit(regs, ret, 0, 1, 1);
+  return 0;
+}
+
 SEC("raw_tp/sys_exit")
 int hr_dep_raw_sys_exit(struct bpf_raw_tracepoint_args *ctx) {
-  dep_sys_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0, 0);
+  dep_sys_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0, 0, 0);
   return 0;
 }
 
@@ -291,7 +311,7 @@ int hr_dep_raw_sys_state(struct bpf_raw_tracepoint_args *ctx) {
  * dependency speaks it. */
 SEC("raw_tp/sys_exit")
 int hr_dep_raw_h2_sys_exit(struct bpf_raw_tracepoint_args *ctx) {
-  dep_sys_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0, 1);
+  dep_sys_exit((struct pt_regs *)ctx->args[0], (long)ctx->args[1], 0, 0, 1);
   return 0;
 }
 

@@ -154,19 +154,29 @@ static __always_inline int sk_head_raw(const struct sock *sk, struct sk_head *h)
   return 1;
 }
 
-/* fd of the current task -> its struct sock, when it is a TCP/IP socket,
- * its first fields in *h. By plain loads from the typed task (BTF
- * tracepoints). */
-static __always_inline struct sock *sock_of_fd_btf(long fd, struct sk_head *h) {
+/* The address of fd's entry in the current task's file table (0: none),
+ * by plain loads from the typed task (bpf_get_current_task_btf, 5.11+). The
+ * table's array is a struct file ** to the verifier: a number. */
+static __always_inline __u64 fd_entry_btf(long fd) {
   if (fd < 0) return 0;
   struct task_struct *task = bpf_get_current_task_btf();
   struct fdtable *fdt = task->files->fdt;
   if (!fdt) return 0;
   if ((unsigned long)fd >= fdt->max_fds) return 0;
-  /* fds[fd] by a plain load: the entry's address as a number, viewed as a
-   * kernel type whose first field is a struct file * (no helper call). */
-  const struct kiocb *slot =
-      bpf_rdonly_cast((void *)((__u64)fdt->fd + (__u64)fd * sizeof(struct file *)), bpf_core_type_id_kernel(struct kiocb));
+  const __u64 fds = (__u64)fdt->fd;
+  if (!fds) return 0;
+  return fds + (__u64)fd * sizeof(struct file *);
+}
+
+/* fd of the current task -> its struct sock, when it is a TCP/IP socket,
+ * its first fields in *h. By plain loads from the typed task (BTF
+ * tracepoints). */
+static __always_inline struct sock *sock_of_fd_btf(long fd, struct sk_head *h) {
+  const __u64 entry = fd_entry_btf(fd);
+  if (!entry) return 0;
+  /* fds[fd] by a plain load: the entry's address viewed as a kernel type
+   * whose first field is a struct file * (no helper call). */
+  const struct kiocb *slot = bpf_rdonly_cast((void *)entry, bpf_core_type_id_kernel(struct kiocb));
   const struct file *file = slot->ki_filp;
   if (!file) return 0;
   if ((file->f_inode->i_mode & S_IFMT) != S_IFSOCK) return 0;
@@ -179,20 +189,15 @@ static __always_inline struct sock *sock_of_fd_btf(long fd, struct sk_head *h) {
   return sk;
 }
 
-/* The same by bpf_probe_read_kernel (raw tracepoints), the fields read
+/* The socket behind a file table entry (its address), by
+ * bpf_probe_read_kernel: the file, its inode's mode, its private data (the
+ * struct socket), its struct sock and that one's head, the fields read
  * together where they lie together; an IPv4 or IPv6 socket, not yet known
  * to be TCP: the caller asks sock_is_tcp once the socket's port is one it
  * traces (one read fewer for every other descriptor). */
-static __always_inline struct sock *sock_of_fd(long fd, struct sk_head *h) {
-  if (fd < 0) return 0;
-  struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-  struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-  if (!fdt) return 0;
-  __u64 max = 0, fds = 0;
-  HR_READ_TWO(fdt, struct fdtable, max_fds, &max, fd, &fds);
-  if ((unsigned long)fd >= max || !fds) return 0;
+static __always_inline struct sock *sock_of_entry(__u64 entry, struct sk_head *h) {
   struct file *f = 0;
-  if (bpf_probe_read_kernel(&f, sizeof f, (void *)(fds + (__u64)fd * sizeof(struct file *))) || !f) return 0;
+  if (bpf_probe_read_kernel(&f, sizeof f, (void *)entry) || !f) return 0;
   umode_t mode = BPF_CORE_READ(f, f_inode, i_mode);
   if ((mode & S_IFMT) != S_IFSOCK) return 0;
   struct socket *sock = BPF_CORE_READ(f, private_data);
@@ -201,6 +206,28 @@ static __always_inline struct sock *sock_of_fd(long fd, struct sk_head *h) {
   if (!sk || !sk_head_raw(sk, h)) return 0;
   if (h->family != AF_INET && h->family != AF_INET6) return 0;
   return sk;
+}
+
+/* fd's socket as sock_of_entry says, the file table read by
+ * bpf_probe_read_kernel too (raw tracepoints: untyped). */
+static __always_inline struct sock *sock_of_fd(long fd, struct sk_head *h) {
+  if (fd < 0) return 0;
+  struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+  struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+  if (!fdt) return 0;
+  __u64 max = 0, fds = 0;
+  HR_READ_TWO(fdt, struct fdtable, max_fds, &max, fd, &fds);
+  if ((unsigned long)fd >= max || !fds) return 0;
+  return sock_of_entry(fds + (__u64)fd * sizeof(struct file *), h);
+}
+
+/* The same with the file table by plain loads (fd_entry_btf), for BTF
+ * tracepoints on kernels without bpf_rdonly_cast (before 6.2), which
+ * cannot type what lies past the table's array: from the entry on, the
+ * reads are sock_of_entry's. */
+static __always_inline struct sock *sock_of_fd_task(long fd, struct sk_head *h) {
+  const __u64 entry = fd_entry_btf(fd);
+  return entry ? sock_of_entry(entry, h) : 0;
 }
 
 /* Whether an IPv4 or IPv6 socket is TCP (not UDP, MPTCP or SCTP), by

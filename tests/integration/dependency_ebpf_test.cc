@@ -10,9 +10,9 @@
 // from the servers' delays, so both sides put each call on the same side.
 //
 // HEADROOM_EBPF_PROGRAMS picks the program set, as it does headroomd's (ctest
-// reruns them with syscalls and raw). Needs root (eBPF) and a kernel with
-// BTF, and for the socket set its tracepoints (6.11+); without them every
-// test skips, saying so.
+// reruns them with syscalls, send-length, socket-reads and raw). Needs root
+// (eBPF) and a kernel with BTF, and for the socket set its tracepoints
+// (6.11+); without them every test skips, saying so.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -752,7 +752,7 @@ TEST(DependencyEbpf, ManyCallsInFlightAtOnceAreEachEndedOnce) {
   ::close(lfd);
 }
 
-// For each syscall set in turn (BTF, then raw tracepoints), whatever
+// For each syscall set in turn (BTF, socket reads, raw tracepoints), whatever
 // HEADROOM_EBPF_PROGRAMS says: a probe forced to it, on a generic dependency
 // at a listener of this process, and a connection to that listener made
 // after it opened, its client and accepted server ends handed to `body`.
@@ -761,7 +761,7 @@ void for_each_syscall_set(Body body) {
   int lfd = -1;
   const uint16_t port = listen_loopback(8, lfd);
   ASSERT_NE(port, 0) << std::strerror(errno);
-  for (const auto set : {probes::ProgramSet::syscalls, probes::ProgramSet::raw}) {
+  for (const auto set : {probes::ProgramSet::syscalls, probes::ProgramSet::socket_reads, probes::ProgramSet::raw}) {
     SCOPED_TRACE(std::string(probes::program_set_name(set)));
     probes::DependencyProbeOptions forced;
     forced.programs = set;
@@ -1024,12 +1024,14 @@ TEST(DependencyEbpf, OpenRefusesWhatItCannotMeasureSayingWhy) {
   EXPECT_TRUE(r) << r.error().message;
   EXPECT_EQ((*r)->attach_kind(), "tp_btf sockets");
   // ...and with each syscall set forced, beside an HTTP/1 one.
-  for (const auto set : {probes::ProgramSet::syscalls, probes::ProgramSet::raw}) {
+  for (const auto set : {probes::ProgramSet::syscalls, probes::ProgramSet::socket_reads, probes::ProgramSet::raw}) {
     probes::DependencyProbeOptions forced;
     forced.programs = set;
     auto s = DependencyProbe::open({spec(8081, 10ms, 100ms), h2}, forced);
     ASSERT_TRUE(s) << probes::program_set_name(set) << ": " << s.error().message;
-    EXPECT_EQ((*s)->attach_kind(), set == probes::ProgramSet::raw ? "raw_tp syscalls" : "tp_btf syscalls");
+    EXPECT_EQ((*s)->attach_kind(), set == probes::ProgramSet::raw            ? "raw_tp syscalls"
+                                   : set == probes::ProgramSet::socket_reads ? "tp_btf syscalls, socket reads"
+                                                                             : "tp_btf syscalls");
     EXPECT_EQ((*s)->load_failures(), "");
   }
   // Two dependencies on one peer are refused, naming it.

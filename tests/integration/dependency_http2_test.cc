@@ -8,7 +8,7 @@
 // Needs root (eBPF), a kernel with BTF and python3-grpcio; without them
 // every test skips, saying so. The socket programs walk the streams on 6.11+,
 // the syscall programs on older kernels (ctest runs these again with
-// HEADROOM_EBPF_PROGRAMS=syscalls and =raw).
+// HEADROOM_EBPF_PROGRAMS=syscalls and =raw; =socket-reads by hand).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>

@@ -67,6 +67,7 @@ inline std::string expected_kind() {
   if (set == probes::ProgramSet::syscalls) return "tp_btf syscalls";
   if (set == probes::ProgramSet::raw) return "raw_tp syscalls";
   if (set == probes::ProgramSet::send_length) return "tp_btf sockets, send length";
+  if (set == probes::ProgramSet::socket_reads) return "tp_btf syscalls, socket reads";
   return "tp_btf sockets";
 }
 

@@ -22,7 +22,7 @@ using ::testing::HasSubstr;
 
 TEST(ProgramSet, EveryNameParsesBackToItsSet) {
   for (const ProgramSet set : {ProgramSet::automatic, ProgramSet::sockets, ProgramSet::syscalls, ProgramSet::raw,
-                               ProgramSet::send_length}) {
+                               ProgramSet::send_length, ProgramSet::socket_reads}) {
     const auto parsed = parse_program_set(program_set_name(set));
     ASSERT_TRUE(parsed.ok()) << program_set_name(set);
     EXPECT_EQ(*parsed, set);
@@ -32,6 +32,7 @@ TEST(ProgramSet, EveryNameParsesBackToItsSet) {
   EXPECT_EQ(program_set_name(ProgramSet::syscalls), "syscalls");
   EXPECT_EQ(program_set_name(ProgramSet::raw), "raw");
   EXPECT_EQ(program_set_name(ProgramSet::send_length), "send-length");
+  EXPECT_EQ(program_set_name(ProgramSet::socket_reads), "socket-reads");
 }
 
 TEST(ProgramSet, EmptyIsAutomatic) {
@@ -46,7 +47,8 @@ TEST(ProgramSet, UnknownNamesAreRefusedWithTheChoices) {
     ASSERT_FALSE(parsed.ok()) << name;
     EXPECT_EQ(parsed.error().code, EINVAL);
     EXPECT_THAT(parsed.error().message, HasSubstr(std::string(name)));
-    EXPECT_THAT(parsed.error().message, HasSubstr("auto, sockets, syscalls, raw, or send-length for dependencies"));
+    EXPECT_THAT(parsed.error().message,
+                HasSubstr("auto, sockets, syscalls, raw, or send-length or socket-reads for dependencies"));
   }
 }
 
@@ -65,6 +67,7 @@ constexpr std::string_view kBoth = "tp_btf sockets + syscalls";
 constexpr std::string_view kBtf = "tp_btf syscalls";
 constexpr std::string_view kRaw = "raw_tp syscalls";
 constexpr std::string_view kSendLength = "tp_btf sockets, send length";
+constexpr std::string_view kSocketReads = "tp_btf syscalls, socket reads";
 constexpr std::string_view kSendLengthWhy = "needs sock:sk_data_ready and sock:sock_send_length (kernel 6.6+); ";
 constexpr std::string_view kHttp2Why = "a dependency speaks HTTP/2, whose frames it does not see; ";
 constexpr std::string_view kKernelWhy = "needs sock:sk_data_ready and tcp:tcp_sendmsg_locked (kernel 6.11+); ";
@@ -119,6 +122,8 @@ TEST(ProgramSetPlan, TriesTheRowsThatFitBestFirst) {
       {"raw", ProgramSet::raw, kSomeBytes, kKernel611, {kRaw}, ""},
       {"send-length: a dependency set, none of the endpoints'", ProgramSet::send_length, kNoBytes, kKernel611, {},
        "send-length: a dependency program set, endpoints have none (auto, sockets, syscalls or raw); "},
+      {"socket-reads: a dependency set, none of the endpoints'", ProgramSet::socket_reads, kNoBytes, kKernelOld, {},
+       "socket-reads: a dependency program set, endpoints have none (auto, sockets, syscalls or raw); "},
   };
   for (const auto& c : cases) expect_plan(plan_program_sets(c.choice, c.needs, c.kernel), c.tries, c.skipped, c.what);
 }
@@ -178,19 +183,21 @@ TEST(ProgramSetRows, NameOnlyProgramsOfTheObject) {
 }
 
 // The dependency probe's rows: the socket set where the kernel has it, else
-// the syscall set; HTTP/2 with each, the raw programs of the HTTP/2 kind.
+// the syscall set (BTF, socket reads, raw); HTTP/2 with each, the socket
+// reads and raw programs of the HTTP/2 kind.
 TEST(DependencySetPlan, TriesTheRowsThatFitBestFirst) {
   const std::vector<PlanCaseOf<bool>> cases{
-      {"auto, 6.11", ProgramSet::automatic, false, kKernel611, {kSockets, kSendLength, kBtf, kRaw}, ""},
-      {"auto, 6.11, http2: not the send-length set", ProgramSet::automatic, true, kKernel611, {kSockets, kBtf, kRaw},
-       why(kSendLength, kHttp2Why)},
-      {"auto, 6.6: the send-length set", ProgramSet::automatic, false, kKernel66, {kSendLength, kBtf, kRaw},
-       why(kSockets, kKernelWhy)},
-      {"auto, 6.6, http2: the syscall set", ProgramSet::automatic, true, kKernel66, {kBtf, kRaw},
+      {"auto, 6.11", ProgramSet::automatic, false, kKernel611,
+       {kSockets, kSendLength, kBtf, kSocketReads, kRaw}, ""},
+      {"auto, 6.11, http2: not the send-length set", ProgramSet::automatic, true, kKernel611,
+       {kSockets, kBtf, kSocketReads, kRaw}, why(kSendLength, kHttp2Why)},
+      {"auto, 6.6: the send-length set", ProgramSet::automatic, false, kKernel66,
+       {kSendLength, kBtf, kSocketReads, kRaw}, why(kSockets, kKernelWhy)},
+      {"auto, 6.6, http2: the syscall set", ProgramSet::automatic, true, kKernel66, {kBtf, kSocketReads, kRaw},
        why(kSockets, kKernelWhy) + why(kSendLength, kHttp2Why)},
-      {"auto, 6.3: the syscall set", ProgramSet::automatic, false, kKernel63, {kBtf, kRaw},
+      {"auto, 6.3: the syscall set", ProgramSet::automatic, false, kKernel63, {kBtf, kSocketReads, kRaw},
        why(kSockets, kKernelWhy) + why(kSendLength, kSendLengthWhy)},
-      {"auto, old kernel, http2: the syscall set", ProgramSet::automatic, true, kKernelOld, {kBtf, kRaw},
+      {"auto, old kernel, http2: the syscall set", ProgramSet::automatic, true, kKernelOld, {kBtf, kSocketReads, kRaw},
        why(kSockets, kKernelWhy) + why(kSendLength, kSendLengthWhy)},
       {"sockets, 6.11", ProgramSet::sockets, false, kKernel611, {kSockets, kSendLength}, ""},
       {"sockets, 6.6: the send-length set", ProgramSet::sockets, false, kKernel66, {kSendLength},
@@ -200,22 +207,28 @@ TEST(DependencySetPlan, TriesTheRowsThatFitBestFirst) {
       {"send-length, 6.11", ProgramSet::send_length, false, kKernel611, {kSendLength}, ""},
       {"send-length, 6.3: nothing fits", ProgramSet::send_length, false, kKernel63, {},
        why(kSendLength, kSendLengthWhy)},
-      {"syscalls, 6.11", ProgramSet::syscalls, false, kKernel611, {kBtf, kRaw}, ""},
-      {"syscalls, http2", ProgramSet::syscalls, true, kKernel611, {kBtf, kRaw}, ""},
+      {"syscalls, 6.11", ProgramSet::syscalls, false, kKernel611, {kBtf, kSocketReads, kRaw}, ""},
+      {"syscalls, http2", ProgramSet::syscalls, true, kKernel611, {kBtf, kSocketReads, kRaw}, ""},
+      {"socket-reads, old kernel", ProgramSet::socket_reads, false, kKernelOld, {kSocketReads}, ""},
+      {"socket-reads, http2", ProgramSet::socket_reads, true, kKernel611, {kSocketReads}, ""},
       {"raw, http2", ProgramSet::raw, true, kKernel611, {kRaw}, ""},
       {"raw, old kernel", ProgramSet::raw, false, kKernelOld, {kRaw}, ""},
   };
   for (const auto& c : cases) expect_plan(plan_dependency_sets(c.choice, c.needs, c.kernel), c.tries, c.skipped, c.what);
 }
 
-// The raw tracepoint programs come twice: the plan holds those with the
-// HTTP/2 walk (bpf_loop, 5.17+) only when a dependency speaks HTTP/2, so
-// that the others still load from 5.5.
-TEST(DependencySetPlan, TakesTheRawProgramsWithTheHttp2WalkOnlyForHttp2) {
+// The socket reads and raw tracepoint programs come twice: the plan holds
+// those with the HTTP/2 walk (bpf_loop, 5.17+) only when a dependency speaks
+// HTTP/2, so that the others still load from 5.11 and 5.5.
+TEST(DependencySetPlan, TakesTheProgramsWithTheHttp2WalkOnlyForHttp2) {
   for (const bool http2 : {false, true}) {
-    const auto plan = plan_dependency_sets(ProgramSet::raw, http2, kKernelOld);
+    auto plan = plan_dependency_sets(ProgramSet::raw, http2, kKernelOld);
     ASSERT_EQ(plan.tries.size(), 1u) << http2;
     EXPECT_EQ(plan.tries[0]->programs[0], http2 ? "hr_dep_raw_h2_sys_exit" : "hr_dep_raw_sys_exit");
+    EXPECT_EQ(plan.tries[0]->programs[1], http2 ? "hr_dep_raw_h2_sys_state" : "hr_dep_raw_sys_state");
+    plan = plan_dependency_sets(ProgramSet::socket_reads, http2, kKernelOld);
+    ASSERT_EQ(plan.tries.size(), 1u) << http2;
+    EXPECT_EQ(plan.tries[0]->programs[0], http2 ? "hr_dep_task_h2_sys_exit" : "hr_dep_task_sys_exit");
     EXPECT_EQ(plan.tries[0]->programs[1], http2 ? "hr_dep_raw_h2_sys_state" : "hr_dep_raw_sys_state");
   }
 }
@@ -230,9 +243,10 @@ TEST(DependencySetRows, AreConsistent) {
         EXPECT_TRUE(p.starts_with("hr_dep_")) << p << ": not a dependency program";
       }
     }
-    // The syscall rows of one kind of tracepoint: BTF ones share the socket
-    // set's arrival program, raw ones have none (kernels < 6.2 lack it).
-    EXPECT_EQ(row.arrival.empty(), row.sockets || row.kind.starts_with("raw_tp")) << row.kind;
+    // The syscall rows: those with bpf_rdonly_cast share the socket set's
+    // arrival program, the others have none (kernels < 6.2 lack it, and
+    // sk_data_ready with it).
+    EXPECT_EQ(row.arrival.empty(), row.sockets || row.kind != kBtf) << row.kind;
   }
 }
 
