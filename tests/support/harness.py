@@ -303,7 +303,8 @@ def run_suite(case_class, only_env=None, cleanup=None):
     is stopped whatever happens (then `cleanup()`), the figures, each
     failure's message once more and the wall time are printed last.
     `only_env` names an environment variable that, when set, keeps only the
-    tests whose id contains its value. The exit status."""
+    tests whose id contains its value, or one of its comma-separated parts.
+    The exit status."""
     def interrupted(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
     signal.signal(signal.SIGTERM, interrupted)
@@ -312,7 +313,8 @@ def run_suite(case_class, only_env=None, cleanup=None):
     try:
         suite = unittest.defaultTestLoader.loadTestsFromTestCase(case_class)
         if only_env and os.environ.get(only_env):
-            suite = unittest.TestSuite(t for t in suite if os.environ[only_env] in t.id())
+            parts = [p for p in os.environ[only_env].split(",") if p]
+            suite = unittest.TestSuite(t for t in suite if any(p in t.id() for p in parts))
         result = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(suite)
     except KeyboardInterrupt as e:
         note(f"\nFAIL: interrupted ({e or 'SIGINT'}); stopping everything the test started")
