@@ -6,7 +6,6 @@
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
@@ -26,6 +25,7 @@
 
 #include "probes/dependency_callers.h"
 #include "probes/instance.h"
+#include "probes/kernel_features.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wold-style-cast"
@@ -55,11 +55,6 @@ std::string log_tail() {
   std::string t = g_log.size() > 1500 ? "..." + g_log.substr(g_log.size() - 1500) : g_log;
   std::replace(t.begin(), t.end(), '\n', ' ');
   return t.empty() ? "nothing" : t;
-}
-
-bool kernel_has_tracepoint(const btf* vmlinux, const char* name) {
-  const std::string type = std::string("btf_trace_") + name;
-  return btf__find_by_name_kind(vmlinux, type.c_str(), BTF_KIND_TYPEDEF) > 0;
 }
 
 std::string kernel_release() {
@@ -319,15 +314,11 @@ Result<void> DependencyProbe::Impl::trace_existing_callers() {
 
 namespace {
 
-KernelFeatures kernel_features(const btf* vmlinux) {
-  return {kernel_has_tracepoint(vmlinux, "sk_data_ready"), kernel_has_tracepoint(vmlinux, "tcp_sendmsg_locked"),
-          kernel_has_tracepoint(vmlinux, "sock_send_length")};
-}
-
 // Why no row can measure the dependencies: a choice of socket sets alone
 // (sockets, send-length) on a kernel without them, or with an HTTP/2
-// dependency the send-length set cannot measure (every other choice has
-// syscall rows, whose loading is the check). skipped: the plan's reasons.
+// dependency the send-length set cannot measure, or socket-reads on a
+// kernel without bpf_get_current_task_btf (auto, syscalls and raw keep the
+// raw row, whose loading is the check). skipped: the plan's reasons.
 Error no_row_error(ProgramSet choice, const std::string& skipped) {
   return Error{ENOTSUP, "HEADROOM_EBPF_PROGRAMS=" + std::string(program_set_name(choice)) +
                             ": no dependency program set of it can measure here (" + skipped +
@@ -348,11 +339,9 @@ Result<std::unique_ptr<DependencyProbe>> DependencyProbe::open(const std::vector
   if (::access(btf_path.c_str(), R_OK) != 0)
     return Error{ENOENT, "this kernel has no BTF type information (" + btf_path + ": " + std::strerror(errno) +
                              "); the eBPF dependency probe needs a kernel built with CONFIG_DEBUG_INFO_BTF=y"};
-  btf* vmlinux = btf__load_vmlinux_btf();
-  if (vmlinux == nullptr)
-    return Error{errno, "cannot read the kernel's BTF (" + btf_path + "): " + std::strerror(errno)};
-  const KernelFeatures kernel = kernel_features(vmlinux);
-  btf__free(vmlinux);
+  const auto features = running_kernel_features();
+  if (!features) return features.error();
+  const KernelFeatures& kernel = *features;
   const bool http2 = std::any_of(dependencies.begin(), dependencies.end(),
                                  [](const DependencySpec& d) { return d.protocol == DependencyProtocol::http2; });
   const ProgramSetPlan plan = plan_dependency_sets(options.programs, http2, kernel);

@@ -6,7 +6,6 @@
 #include "probes/endpoint_probe.h"
 
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <sys/mman.h>
@@ -21,7 +20,6 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -29,6 +27,7 @@
 
 #include "probes/endpoint_skeleton.h"
 #include "probes/instance.h"
+#include "probes/kernel_features.h"
 #include "probes/own_pid.h"
 
 namespace headroom::probes {
@@ -66,24 +65,6 @@ std::string log_tail(const std::string& text) {
   for (auto& ch : t)
     if (ch == '\n') ch = ' ';
   return t.empty() ? "nothing" : t;
-}
-
-// Whether the running kernel has a tracepoint, from its BTF (btf_trace_<name>).
-// Parsing the kernel's BTF takes tens of milliseconds and the answer cannot
-// change while the kernel runs: each name is looked up once per process, so a
-// reload that builds a new probe does not hold up the sampling loop for it.
-bool kernel_has_tracepoint(const char* name) {
-  static std::mutex mutex;
-  static std::map<std::string, bool> known;
-  const std::lock_guard lock(mutex);
-  if (auto it = known.find(name); it != known.end()) return it->second;
-  btf* vmlinux = btf__load_vmlinux_btf();
-  if (vmlinux == nullptr) return false;  // not cached: a later open may find it
-  const std::string type = std::string("btf_trace_") + name;
-  const bool found = btf__find_by_name_kind(vmlinux, type.c_str(), BTF_KIND_TYPEDEF) > 0;
-  btf__free(vmlinux);
-  known.emplace(name, found);
-  return found;
 }
 
 // Loads the row's programs and no others.
@@ -149,7 +130,9 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   std::unique_ptr<EndpointProbe> p(new EndpointProbe());
   p->ncpu_ = libbpf_num_possible_cpus();
   if (p->ncpu_ <= 0) return Error{EIO, "cannot count the possible CPUs"};
-  p->arrival_ = kernel_has_tracepoint("sk_data_ready");
+  const auto kernel = running_kernel_features();
+  if (!kernel) return kernel.error();
+  p->arrival_ = kernel->sk_data_ready;
   p->specs_ = endpoints;
   if (!options.fail_reads_while.empty()) p->read_fault_ = fault_while_exists(options.fail_reads_while);
   p->cache_.assign(endpoints.size(), EndpointTotals{});
@@ -174,12 +157,10 @@ Result<std::unique_ptr<EndpointProbe>> EndpointProbe::open(const std::vector<End
   const PortNeeds needs{!byte_ports.empty(),
                         std::all_of(endpoints.begin(), endpoints.end(),
                                     [&](const EndpointSpec& e) { return byte_ports.count(e.port) != 0; })};
-  // (sock_send_length: the dependency probe's alone.)
-  const KernelFeatures kernel{p->arrival_, p->arrival_ && kernel_has_tracepoint("tcp_sendmsg_locked"), false};
   // The rows of options.programs (tests, benchmarks, diagnosing a kernel)
   // that fit the kernel and the endpoints, best first; the first that loads
   // and attaches stays.
-  const ProgramSetPlan plan = plan_program_sets(options.programs, needs, kernel);
+  const ProgramSetPlan plan = plan_program_sets(options.programs, needs, *kernel);
   std::string failures = plan.skipped, load_failures;
   int last_err = plan.skipped_err;
   std::optional<std::vector<pid_t>> servers;  // scanned once, whichever set loads

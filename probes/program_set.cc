@@ -26,6 +26,12 @@ constexpr std::string_view kSocketKernel = "needs sock:sk_data_ready and tcp:tcp
 bool has_send_length(const KernelFeatures& k) { return k.sk_data_ready && k.sock_send_length; }
 
 constexpr std::string_view kSendLengthKernel = "needs sock:sk_data_ready and sock:sock_send_length (kernel 6.6+)";
+// The BTF syscall programs read the kernel's objects through typed views.
+bool has_rdonly_cast(const KernelFeatures& k) { return k.rdonly_cast; }
+constexpr std::string_view kRdonlyCastKernel = "needs the kfunc bpf_rdonly_cast (kernel 6.2+)";
+// The socket reads programs walk from the typed current task.
+bool has_current_task_btf(const KernelFeatures& k) { return k.current_task_btf; }
+constexpr std::string_view kCurrentTaskBtfKernel = "needs the helper bpf_get_current_task_btf (kernel 5.11+)";
 constexpr std::string_view kSendLengthKind = "tp_btf sockets, send length";
 
 constexpr std::string_view kSocketReadsKind = "tp_btf syscalls, socket reads";
@@ -86,8 +92,8 @@ const std::vector<ProgramSetRow>& program_set_rows() {
        false,
        true,
        PortsTaken::every,
-       nullptr,
-       {},
+       has_rdonly_cast,
+       kRdonlyCastKernel,
        bit(ProgramSet::automatic) | bit(ProgramSet::syscalls)},
       {"raw_tp syscalls",
        {"hr_raw_sys_exit", "hr_raw_set_state"},
@@ -106,8 +112,10 @@ const std::vector<ProgramSetRow>& program_set_rows() {
 // the syscall set). Each row takes every dependency.
 const std::vector<ProgramSetRow>& dependency_set_rows() {
   const auto syscall_row = [](std::string_view kind, std::array<std::string_view, 6> programs,
-                              std::string_view arrival, unsigned offered) {
-    return ProgramSetRow{kind, programs, arrival, false, true, PortsTaken::every, nullptr, {}, offered};
+                              std::string_view arrival, unsigned offered,
+                              bool (*kernel_fits)(const KernelFeatures&) = nullptr,
+                              std::string_view kernel_needs = {}) {
+    return ProgramSetRow{kind, programs, arrival, false, true, PortsTaken::every, kernel_fits, kernel_needs, offered};
   };
   static const std::vector<ProgramSetRow> rows{
       {"tp_btf sockets", {"hr_dep_set_state", "hr_dep_write", "hr_dep_arrival"}, {}, true, false, PortsTaken::every,
@@ -116,15 +124,17 @@ const std::vector<ProgramSetRow>& dependency_set_rows() {
        has_send_length, kSendLengthKernel,
        bit(ProgramSet::automatic) | bit(ProgramSet::sockets) | bit(ProgramSet::send_length)},
       syscall_row("tp_btf syscalls", {"hr_dep_btf_sys_exit", "hr_dep_btf_sys_state", "hr_dep_btf_sys_fork"},
-                  "hr_dep_arrival",
-                  bit(ProgramSet::automatic) | bit(ProgramSet::syscalls)),
+                  "hr_dep_arrival", bit(ProgramSet::automatic) | bit(ProgramSet::syscalls), has_rdonly_cast,
+                  kRdonlyCastKernel),
       // sys_exit as a BTF tracepoint on kernels without bpf_rdonly_cast,
       // the raw programs on the other hooks; no sk_data_ready before 6.6.
       syscall_row(kSocketReadsKind, {"hr_dep_task_sys_exit", "hr_dep_raw_sys_state", "hr_dep_raw_sys_fork"}, {},
-                  bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::socket_reads)),
+                  bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::socket_reads),
+                  has_current_task_btf, kCurrentTaskBtfKernel),
       // The same with the HTTP/2 walk, for when a dependency speaks it.
       syscall_row(kSocketReadsKind, {kSocketReadsHttp2Exit, "hr_dep_raw_h2_sys_state", "hr_dep_raw_sys_fork"}, {},
-                  bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::socket_reads)),
+                  bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::socket_reads),
+                  has_current_task_btf, kCurrentTaskBtfKernel),
       syscall_row(kRawKind, {"hr_dep_raw_sys_exit", "hr_dep_raw_sys_state", "hr_dep_raw_sys_fork"}, {},
                   bit(ProgramSet::automatic) | bit(ProgramSet::syscalls) | bit(ProgramSet::raw)),
       syscall_row(kRawKind, {kRawHttp2Exit, "hr_dep_raw_h2_sys_state", "hr_dep_raw_sys_fork"}, {},
@@ -185,14 +195,14 @@ ProgramSetPlan plan_program_sets(ProgramSet choice, const PortNeeds& needs, cons
 ProgramSetPlan plan_dependency_sets(ProgramSet choice, bool http2, const KernelFeatures& kernel) {
   ProgramSetPlan plan;
   for (const auto& row : dependency_set_rows()) {
+    // The twin of the other kind: not a choice, nothing to say.
+    const bool walks_http2 = row.programs[0] == kRawHttp2Exit || row.programs[0] == kSocketReadsHttp2Exit;
+    if ((row.kind == kRawKind || row.kind == kSocketReadsKind) && walks_http2 != http2) continue;
     if (!offered_and_fits(plan, row, choice, kernel)) continue;
     if (row.kind == kSendLengthKind && http2) {
       skip_row(plan, row, "a dependency speaks HTTP/2, whose frames it does not see");
       continue;
     }
-    // The twin of the other kind: not a choice, nothing to say.
-    const bool walks_http2 = row.programs[0] == kRawHttp2Exit || row.programs[0] == kSocketReadsHttp2Exit;
-    if ((row.kind == kRawKind || row.kind == kSocketReadsKind) && walks_http2 != http2) continue;
     plan.tries.push_back(&row);
   }
   return plan;

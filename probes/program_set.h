@@ -38,12 +38,15 @@ enum class ProgramSet {
 Result<ProgramSet> parse_program_set(std::string_view name);
 std::string_view program_set_name(ProgramSet set);
 
-// What the running kernel has, for the rows' checks before loading (the
-// loader asks the kernel's BTF). What these do not cover, loading tells.
+// What the running kernel has, for the rows' checks before loading
+// (kernel_features.h asks the kernel's BTF). What these do not cover,
+// loading tells.
 struct KernelFeatures {
   bool sk_data_ready = false;       // tracepoint sock:sk_data_ready (6.6+)
   bool tcp_sendmsg_locked = false;  // tracepoint tcp:tcp_sendmsg_locked (6.11+)
   bool sock_send_length = false;    // tracepoint sock:sock_send_length (6.3+)
+  bool rdonly_cast = false;         // kfunc bpf_rdonly_cast (6.2+): the BTF syscall programs
+  bool current_task_btf = false;    // helper bpf_get_current_task_btf (5.11+): the socket reads programs
 };
 
 // What the endpoints need of the programs: whether a port's requests must
@@ -73,7 +76,7 @@ struct ProgramSetRow {
   bool syscalls;                             // has syscall programs (the inflight, known and procs maps)
   PortsTaken ports;
   // The kernel it needs, checked before loading: nullptr when loading is
-  // the check (the BTF tracepoints need bpf_rdonly_cast, 6.2; raw ones 4.17).
+  // the check (the raw tracepoint programs: 5.5 with BTF).
   bool (*kernel_fits)(const KernelFeatures&);
   std::string_view kernel_needs;  // said when kernel_fits is false
   // The HEADROOM_EBPF_PROGRAMS values that include it (bits of 1 << ProgramSet).
